@@ -1,0 +1,72 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "image-fetch-worker",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "image-fetch-worker", targets: ["image-fetch-worker"]),
+        .library(name: "ImageFetchWorker", targets: ["ImageFetchWorker"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
+        .package(
+            url: "https://github.com/apple/swift-configuration.git", from: "1.4.0",
+            traits: [.defaults, "YAML", "CommandLineArguments"]
+        ),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CRabbitMQ",
+            pkgConfig: "librabbitmq",
+            providers: [.apt(["librabbitmq-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "CShims", dependencies: ["CCurl", "CRabbitMQ"]),
+        .target(
+            name: "ImageFetchWorker",
+            dependencies: [
+                "CShims", "CCurl", "CRabbitMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "image-fetch-worker",
+            dependencies: [
+                "ImageFetchWorker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "ImageFetchWorkerTests",
+            dependencies: ["ImageFetchWorker", "CShims", "CCurl", "CRabbitMQ"]
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "ImageFetchWorker",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,59 @@
+#ifndef IFW_CSHIMS_H
+#define IFW_CSHIMS_H
+
+/*
+ * Typed, non-variadic wrappers around the variadic C APIs that Swift cannot call:
+ * curl_easy_setopt, curl_easy_getinfo, curl_multi_setopt and amqp_login_with_properties.
+ * Each wrapper fixes the type of the variadic argument, so a call from Swift is checked
+ * by the compiler instead of being reinterpreted by va_arg.
+ */
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <curl/curl.h>
+#if __has_include(<rabbitmq-c/amqp.h>)
+#include <rabbitmq-c/amqp.h>
+#else
+#include <amqp.h>
+#endif
+
+/* curl_easy_setopt, one function per argument type. */
+CURLcode ifw_easy_setopt_long(CURL *easy, CURLoption option, long value);
+CURLcode ifw_easy_setopt_pointer(CURL *easy, CURLoption option, void *_Nullable value);
+CURLcode ifw_easy_setopt_string(CURL *easy, CURLoption option, const char *_Nullable value);
+CURLcode ifw_easy_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value);
+CURLcode ifw_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *_Nullable value);
+
+/* Callbacks, typed. */
+typedef size_t (*ifw_write_callback)(char *_Nonnull data, size_t size, size_t nmemb, void *_Nullable userdata);
+typedef size_t (*ifw_header_callback)(char *_Nonnull data, size_t size, size_t nitems, void *_Nullable userdata);
+typedef int (*ifw_xferinfo_callback)(void *_Nullable userdata, curl_off_t dltotal, curl_off_t dlnow,
+                                     curl_off_t ultotal, curl_off_t ulnow);
+typedef curl_socket_t (*ifw_opensocket_callback)(void *_Nullable userdata, curlsocktype purpose,
+                                                 struct curl_sockaddr *_Nonnull address);
+typedef size_t (*ifw_read_callback)(char *_Nonnull buffer, size_t size, size_t nitems, void *_Nullable userdata);
+
+CURLcode ifw_easy_setopt_write_callback(CURL *easy, ifw_write_callback _Nullable callback);
+CURLcode ifw_easy_setopt_header_callback(CURL *easy, ifw_header_callback _Nullable callback);
+CURLcode ifw_easy_setopt_xferinfo_callback(CURL *easy, ifw_xferinfo_callback _Nullable callback);
+CURLcode ifw_easy_setopt_opensocket_callback(CURL *easy, ifw_opensocket_callback _Nullable callback);
+CURLcode ifw_easy_setopt_read_callback(CURL *easy, ifw_read_callback _Nullable callback);
+
+/* curl_easy_getinfo, one function per result type. */
+CURLcode ifw_easy_getinfo_long(CURL *easy, CURLINFO info, long *_Nonnull value);
+CURLcode ifw_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *_Nonnull value);
+CURLcode ifw_easy_getinfo_string(CURL *easy, CURLINFO info, const char *_Nullable *_Nonnull value);
+CURLcode ifw_easy_getinfo_pointer(CURL *easy, CURLINFO info, void *_Nullable *_Nonnull value);
+
+/* curl_multi_setopt. */
+CURLMcode ifw_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+CURLMcode ifw_multi_setopt_pointer(CURLM *multi, CURLMoption option, void *_Nullable value);
+
+/* amqp_login_with_properties with the PLAIN mechanism (user, password). */
+amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char *vhost, int channel_max,
+                                      int frame_max, int heartbeat,
+                                      const amqp_table_t *_Nullable client_properties,
+                                      const char *user, const char *password);
+
+#endif

@@ -1,0 +1,75 @@
+/// Why a job failed, in the vocabulary of the result contract.
+///
+/// The ``code`` is stable and documented (see `docs/errors` in the README); the ``message`` is for
+/// people and never contains a URL, a password or a credential. ``retryable`` says whether the job
+/// goes through the retry queues or produces its final failure result at once.
+public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A stable, machine-readable error code. Extensible: new codes are new static members.
+    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The body is not JSON, or `id`/`url` is missing. The job is dead-lettered.
+        public static let invalidJob = Code(rawValue: "invalid_job")
+        /// Not an absolute URL, too long, has user info, or has no host.
+        public static let invalidURL = Code(rawValue: "invalid_url")
+        /// Anything but http and https, also on a redirect.
+        public static let unsupportedScheme = Code(rawValue: "unsupported_scheme")
+        /// The connection would go to a non-public address that is not allowed.
+        public static let forbiddenAddress = Code(rawValue: "forbidden_address")
+        /// The host name did not resolve.
+        public static let dnsFailure = Code(rawValue: "dns_failure")
+        /// The connection was refused or reset.
+        public static let connectFailed = Code(rawValue: "connect_failed")
+        /// Connect, total or low-speed timeout.
+        public static let timeout = Code(rawValue: "timeout")
+        /// The TLS handshake or the certificate check failed.
+        public static let tlsFailure = Code(rawValue: "tls_failure")
+        /// Redirects ran past `fetch.max_redirects`.
+        public static let tooManyRedirects = Code(rawValue: "too_many_redirects")
+        /// The final status was outside 2xx.
+        public static let httpError = Code(rawValue: "http_error")
+        /// The body, or its Content-Length, is over `fetch.max_bytes`.
+        public static let tooLarge = Code(rawValue: "too_large")
+        /// The body is shorter than its Content-Length, or the connection closed mid-body.
+        public static let truncated = Code(rawValue: "truncated")
+        /// The bytes are not a supported image format.
+        public static let notAnImage = Code(rawValue: "not_an_image")
+        /// Width × height is over `fetch.max_pixels`.
+        public static let tooManyPixels = Code(rawValue: "too_many_pixels")
+        /// The sink could not store the body.
+        public static let storageFailed = Code(rawValue: "storage_failed")
+
+        /// Whether a failure with this code is worth retrying, when nothing more is known.
+        /// `http_error` depends on the status; see ``JobError/httpStatus(_:)``.
+        public var isRetryableByDefault: Bool {
+            switch self {
+            case .dnsFailure, .connectFailed, .timeout, .truncated, .storageFailed: return true
+            default: return false
+            }
+        }
+    }
+
+    /// The stable code.
+    public var code: Code
+    /// A human-readable explanation that names no URL and no credential.
+    public var message: String
+    /// Whether the job should be retried.
+    public var retryable: Bool
+
+    /// Creates an error; `retryable` defaults to what the code implies.
+    public init(_ code: Code, _ message: String, retryable: Bool? = nil) {
+        self.code = code
+        self.message = message
+        self.retryable = retryable ?? code.isRetryableByDefault
+    }
+
+    /// The error for a final HTTP status outside 2xx: retryable for 408, 429 and 5xx.
+    public static func httpStatus(_ status: Int) -> JobError {
+        let retryable = status == 408 || status == 429 || (500...599).contains(status)
+        return JobError(.httpError, "the origin answered HTTP \(status)", retryable: retryable)
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}

@@ -1,0 +1,2 @@
+import ImageFetchWorker
+print("hi")
