@@ -40,6 +40,9 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let tooManyPixels = Code(rawValue: "too_many_pixels")
         /// The sink could not store the body.
         public static let storageFailed = Code(rawValue: "storage_failed")
+        /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
+        /// The delivery is handed back to the broker instead of producing a result.
+        public static let aborted = Code(rawValue: "aborted")
 
         /// Whether a failure with this code is worth retrying, when nothing more is known.
         /// `http_error` depends on the status; see ``JobError/httpStatus(_:)``.

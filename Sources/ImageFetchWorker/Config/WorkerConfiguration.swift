@@ -1,0 +1,167 @@
+/// Everything the worker can be configured with, as read at start-up.
+///
+/// Each nested struct mirrors one key prefix of the configuration table (`amqp.*`, `fetch.*`, …).
+/// The defaults here are the documented defaults; ``ConfigurationLoader`` fills the values in from
+/// command-line flags, environment variables and a config file, in that order of precedence.
+public struct WorkerConfiguration: Sendable, Equatable {
+    /// `amqp.*`: the broker connection.
+    public struct AMQP: Sendable, Equatable {
+        /// `amqp.url`: one or more broker URLs, tried in turn. Never log these unredacted.
+        public var urls: [AMQPURL] = [AMQPURL.default]
+        /// `amqp.prefetch`: the `basic.qos` prefetch count. Default: 2 × `worker.concurrency`.
+        public var prefetch: Int = 32
+        /// `amqp.heartbeat`: heartbeat interval in seconds; 0 turns heartbeats off.
+        public var heartbeat: Int = 20
+        /// `amqp.tls.*`: TLS settings for `amqps://` URLs.
+        public var tls: TLS = TLS()
+
+        /// TLS to the broker.
+        public struct TLS: Sendable, Equatable {
+            /// `amqp.tls.ca_file`: CA bundle that verifies the broker; nil uses the system's.
+            public var caFile: String? = nil
+            /// `amqp.tls.cert_file`: client certificate (PEM), with ``keyFile``.
+            public var certFile: String? = nil
+            /// `amqp.tls.key_file`: client private key (PEM).
+            public var keyFile: String? = nil
+            /// `amqp.tls.verify`: verify the peer certificate and host name.
+            public var verify: Bool = true
+            public init() {}
+        }
+        public init() {}
+    }
+
+    /// `queue.*`: names and kind of the topology.
+    public struct Queues: Sendable, Equatable {
+        /// `queue.jobs`: the queue consumed.
+        public var jobs: String = "image-fetch.jobs"
+        /// `queue.results`: where results go unless the job has `reply_to`.
+        public var results: String = "image-fetch.results"
+        /// `queue.dead`: the dead-letter queue.
+        public var dead: String = "image-fetch.dead"
+        /// `queue.declare`: declare the topology at start-up.
+        public var declare: Bool = true
+        /// `queue.type`: classic or quorum.
+        public var type: QueueType = .classic
+        /// `queue.delivery_limit`: redeliveries before a job counts as poison.
+        public var deliveryLimit: Int = 5
+
+        /// The kind of queue declared.
+        public enum QueueType: String, Sendable, Equatable, CaseIterable {
+            case classic
+            case quorum
+        }
+        public init() {}
+    }
+
+    /// `worker.*`: admission and shutdown.
+    public struct Worker: Sendable, Equatable {
+        /// `worker.concurrency`: the semaphore's size, fetches in flight at once.
+        public var concurrency: Int = 16
+        /// `worker.drain_timeout`: seconds allowed for in-flight work after SIGTERM.
+        public var drainTimeout: Double = 25
+        public init() {}
+    }
+
+    /// `fetch.*`: limits on every HTTP transfer.
+    public struct Fetch: Sendable, Equatable {
+        /// `fetch.timeout`: seconds for the whole transfer.
+        public var timeout: Double = 30
+        /// `fetch.connect_timeout`: seconds to connect.
+        public var connectTimeout: Double = 5
+        /// `fetch.max_bytes`: the largest body accepted.
+        public var maxBytes: Int = 20_971_520
+        /// `fetch.max_redirects`: redirects followed before `too_many_redirects`.
+        public var maxRedirects: Int = 5
+        /// `fetch.max_pixels`: the largest width × height accepted.
+        public var maxPixels: Int = 50_000_000
+        /// `fetch.user_agent`.
+        public var userAgent: String = "image-fetch-worker/\(WorkerVersion.current)"
+        /// `fetch.allow_private_networks`: allow loopback, private and link-local targets.
+        public var allowPrivateNetworks: Bool = false
+        /// `fetch.allowed_networks`: CIDRs allowed even though private, as written.
+        public var allowedNetworks: [String] = []
+        /// `fetch.low_speed_limit` bytes/s over `fetch.low_speed_time` seconds aborts a trickle.
+        public var lowSpeedLimit: Int = 1024
+        /// `fetch.low_speed_time`: seconds below ``lowSpeedLimit`` before the transfer is aborted.
+        public var lowSpeedTime: Int = 10
+        public init() {}
+    }
+
+    /// `retry.*`: the retry policy for retryable failures.
+    public struct Retry: Sendable, Equatable {
+        /// `retry.max_attempts`: attempts in all, the first included.
+        public var maxAttempts: Int = 4
+        /// `retry.delays`: the delay before retry 1, 2, 3…, in seconds; the last repeats.
+        public var delays: [Int] = [5, 30, 120]
+        public init() {}
+    }
+
+    /// `storage.*`: where images go.
+    public struct Storage: Sendable, Equatable {
+        /// `storage.kind`.
+        public var kind: Kind = .file
+        /// `storage.path`: root of the file sink.
+        public var path: String = "./data/images"
+        /// `storage.fsync`: fsync the file and its folder before the result is published.
+        public var fsync: Bool = true
+
+        /// The sink.
+        public enum Kind: String, Sendable, Equatable, CaseIterable {
+            case file
+            case s3
+            case none
+        }
+        public init() {}
+    }
+
+    /// `http.*`: the metrics and health endpoint.
+    public struct HTTP: Sendable, Equatable {
+        /// `http.port`: 0 turns the endpoint off.
+        public var port: Int = 9090
+        /// `http.host`: the address the endpoint binds.
+        public var host: String = "0.0.0.0"
+        public init() {}
+    }
+
+    /// `log.*`.
+    public struct Log: Sendable, Equatable {
+        /// `log.level`: trace, debug, info, notice, warning, error or critical.
+        public var level: String = "info"
+        /// `log.format`: text or json.
+        public var format: Format = .text
+        /// `log.summary_interval`: seconds between summary lines at info; 0 turns them off.
+        public var summaryInterval: Double = 30
+
+        /// How log lines look.
+        public enum Format: String, Sendable, Equatable, CaseIterable {
+            case text
+            case json
+        }
+        public init() {}
+    }
+
+    /// `metrics.*`.
+    public struct Metrics: Sendable, Equatable {
+        /// `metrics.depth_interval`: seconds between queue-depth samples; 0 turns them off.
+        public var depthInterval: Double = 10
+        public init() {}
+    }
+
+    public var amqp = AMQP()
+    public var queue = Queues()
+    public var worker = Worker()
+    public var fetch = Fetch()
+    public var retry = Retry()
+    public var storage = Storage()
+    public var http = HTTP()
+    public var log = Log()
+    public var metrics = Metrics()
+
+    /// The documented defaults.
+    public init() {}
+}
+
+/// The worker's version, used in the default user agent and `--version`.
+public enum WorkerVersion {
+    public static let current = "0.1.0"
+}
