@@ -1,0 +1,251 @@
+import CRabbitMQ
+import CShims
+import Foundation
+
+/// Owns one rabbitmq-c connection (`amqp_connection_state_t`) and its socket.
+///
+/// Not thread-safe: rabbitmq-c forbids using a connection from two threads, so every method must
+/// be called from one serial queue (``BrokerSession``'s channel queue) or from a single thread
+/// (the `publish` and `depth` commands). Calls are synchronous; RPCs wait for their reply, which
+/// rabbitmq-c bounds with the RPC timeout set at open.
+public final class AMQPConnection {
+    /// TLS options for an `amqps://` URL.
+    public struct TLSOptions: Sendable, Equatable {
+        public var caFile: String?
+        public var certFile: String?
+        public var keyFile: String?
+        public var verify: Bool
+        public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
+            self.caFile = caFile
+            self.certFile = certFile
+            self.keyFile = keyFile
+            self.verify = verify
+        }
+    }
+
+    /// Result of one non-blocking read.
+    public enum FrameRead {
+        case frame(amqp_frame_t)
+        case none
+    }
+
+    let state: amqp_connection_state_t
+    private var socket: OpaquePointer?
+    private(set) var isOpen = false
+
+    /// Creates an unconnected connection.
+    public init() throws(AMQPError) {
+        guard let state = amqp_new_connection() else {
+            throw AMQPError(.library, operation: "amqp_new_connection", message: "out of memory")
+        }
+        self.state = state
+    }
+
+    deinit {
+        if isOpen { _ = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS)) }
+        amqp_destroy_connection(state)
+    }
+
+    /// Opens the TCP (or TLS) socket and logs in with the PLAIN mechanism.
+    public func open(url: AMQPURL, tls: TLSOptions, heartbeat: Int, connectTimeout: Double = 10,
+                     rpcTimeout: Double = 30, connectionName: String) throws(AMQPError) {
+        if url.tls {
+            guard let ssl = amqp_ssl_socket_new(state) else {
+                throw AMQPError(.tls, operation: "TLS socket", message: "could not create the TLS socket")
+            }
+            socket = ssl
+            amqp_ssl_socket_set_verify_peer(ssl, tls.verify ? 1 : 0)
+            amqp_ssl_socket_set_verify_hostname(ssl, tls.verify ? 1 : 0)
+            if let caFile = tls.caFile {
+                let status = amqp_ssl_socket_set_cacert(ssl, caFile)
+                if status != AMQP_STATUS_OK.rawValue {
+                    throw AMQPError(.tls, operation: "amqp.tls.ca_file \(caFile)",
+                                    message: "could not load the CA certificates")
+                }
+            }
+            if let certFile = tls.certFile {
+                guard let keyFile = tls.keyFile else {
+                    throw AMQPError(.tls, operation: "amqp.tls.cert_file", message: "amqp.tls.key_file is not set")
+                }
+                let status = amqp_ssl_socket_set_key(ssl, certFile, keyFile)
+                if status != AMQP_STATUS_OK.rawValue {
+                    throw AMQPError(.tls, operation: "amqp.tls.cert_file \(certFile) / key_file \(keyFile)",
+                                    message: "could not load the client certificate or key")
+                }
+            }
+        } else {
+            guard let tcp = amqp_tcp_socket_new(state) else {
+                throw AMQPError(.socket, operation: "TCP socket", message: "could not create the socket")
+            }
+            socket = tcp
+        }
+        var timeout = timeval(seconds: connectTimeout)
+        let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &timeout)
+        if status != AMQP_STATUS_OK.rawValue {
+            var error = AMQPError.status(status, operation: "connect to \(url.host):\(url.port)")
+            if url.tls, error.code == .tls || status == AMQP_STATUS_SSL_CONNECTION_FAILED.rawValue {
+                error.message += "; check amqp.tls.ca_file and that the broker's certificate names \(url.host)"
+            }
+            throw error
+        }
+        isOpen = true
+        var rpc = timeval(seconds: rpcTimeout)
+        _ = amqp_set_rpc_timeout(state, &rpc)
+        _ = amqp_set_handshake_timeout(state, &rpc)
+
+        let arena = AMQPArena()
+        var properties = arena.table([
+            "product": .string("image-fetch-worker"),
+            "version": .string(WorkerVersion.current),
+            "platform": .string("Swift"),
+            "connection_name": .string(connectionName),
+            "capabilities": .table([
+                "consumer_cancel_notify": .bool(true),
+                "connection.blocked": .bool(true),
+                "publisher_confirms": .bool(true),
+                "basic.nack": .bool(true),
+                "authentication_failure_close": .bool(true),
+            ]),
+        ])
+        let reply = ifw_amqp_login_plain(
+            state, url.vhost, 0, Int32(AMQP_DEFAULT_FRAME_SIZE), Int32(heartbeat), &properties,
+            url.user, url.password)
+        if let error = AMQPError.reply(reply, operation: "login to vhost \(url.vhost) as \(url.user)") {
+            isOpen = false
+            throw error.code == .library || error.code == .connectionClosed
+                ? AMQPError(.login, operation: error.operation, message: error.message, replyCode: error.replyCode)
+                : error
+        }
+    }
+
+    /// The socket's file descriptor, for a read source; -1 when closed.
+    public var fileDescriptor: Int32 { amqp_get_sockfd(state) }
+
+    /// Whether rabbitmq-c holds undelivered frames or unread bytes, so a read would not block.
+    public var hasBufferedInput: Bool {
+        amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0
+    }
+
+    private func check(_ operation: @autoclosure () -> String) throws(AMQPError) {
+        if let error = AMQPError.reply(amqp_get_rpc_reply(state), operation: operation()) { throw error }
+    }
+
+    /// Opens a channel.
+    public func openChannel(_ channel: UInt16) throws(AMQPError) {
+        _ = amqp_channel_open(state, channel)
+        try check("channel.open \(channel)")
+    }
+
+    /// Closes a channel (RPC).
+    public func closeChannel(_ channel: UInt16) {
+        _ = amqp_channel_close(state, channel, Int32(AMQP_REPLY_SUCCESS))
+    }
+
+    /// Sets the prefetch count (`basic.qos`).
+    public func qos(channel: UInt16, prefetch: Int) throws(AMQPError) {
+        _ = amqp_basic_qos(state, channel, 0, UInt16(clamping: prefetch), 0)
+        try check("basic.qos")
+    }
+
+    /// Turns on publisher confirms.
+    public func confirmSelect(channel: UInt16) throws(AMQPError) {
+        _ = amqp_confirm_select(state, channel)
+        try check("confirm.select")
+    }
+
+    /// Declares a queue; `passive` only checks that it exists. Returns ready messages and consumers.
+    @discardableResult
+    public func declareQueue(channel: UInt16, name: String, passive: Bool = false, durable: Bool = true,
+                             arguments: [String: AMQPFieldValue] = [:]) throws(AMQPError) -> (messages: Int, consumers: Int) {
+        let arena = AMQPArena()
+        let ok = amqp_queue_declare(state, channel, arena.bytes(name), passive ? 1 : 0, durable ? 1 : 0, 0, 0,
+                                    arena.table(arguments))
+        try check("queue.declare \(name)")
+        guard let ok else { return (0, 0) }
+        return (Int(ok.pointee.message_count), Int(ok.pointee.consumer_count))
+    }
+
+    /// Starts consuming with manual acks; returns the consumer tag.
+    public func consume(channel: UInt16, queue: String, consumerTag: String) throws(AMQPError) -> String {
+        let arena = AMQPArena()
+        let ok = amqp_basic_consume(state, channel, arena.bytes(queue), arena.bytes(consumerTag), 0, 0, 0,
+                                    amqp_table_t(num_entries: 0, entries: nil))
+        try check("basic.consume \(queue)")
+        return ok?.pointee.consumer_tag.stringValue ?? consumerTag
+    }
+
+    /// Cancels a consumer and waits for cancel-ok. Deliveries that arrive meanwhile stay queued in
+    /// rabbitmq-c and come out of the next reads.
+    public func cancel(channel: UInt16, consumerTag: String) throws(AMQPError) {
+        let arena = AMQPArena()
+        _ = amqp_basic_cancel(state, channel, arena.bytes(consumerTag))
+        try check("basic.cancel")
+    }
+
+    /// Publishes a message. The confirm arrives later as a frame.
+    public func publish(channel: UInt16, _ message: OutboundMessage) throws(AMQPError) {
+        let arena = AMQPArena()
+        var properties = message.properties.encode(in: arena)
+        let status = message.body.withUnsafeBytes { body -> Int32 in
+            let bytes = amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))
+            return amqp_basic_publish(state, channel, arena.bytes(message.exchange), arena.bytes(message.routingKey),
+                                      message.mandatory ? 1 : 0, 0, &properties, bytes)
+        }
+        if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.publish") }
+    }
+
+    /// Acks a delivery (or all up to it with `multiple`).
+    public func ack(channel: UInt16, tag: UInt64, multiple: Bool = false) throws(AMQPError) {
+        let status = amqp_basic_ack(state, channel, tag, multiple ? 1 : 0)
+        if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.ack") }
+    }
+
+    /// Nacks a delivery; `requeue` hands it back to the queue, otherwise it is dead-lettered.
+    public func nack(channel: UInt16, tag: UInt64, multiple: Bool = false, requeue: Bool) throws(AMQPError) {
+        let status = amqp_basic_nack(state, channel, tag, multiple ? 1 : 0, requeue ? 1 : 0)
+        if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.nack") }
+    }
+
+    /// Reads one frame without blocking beyond `timeout` (zero: only what is already there).
+    /// Also sends a heartbeat when one is due and detects missed heartbeats from the broker.
+    public func readFrame(timeout: Double = 0) throws(AMQPError) -> FrameRead {
+        var frame = amqp_frame_t()
+        var tv = timeval(seconds: timeout)
+        let status = amqp_simple_wait_frame_noblock(state, &frame, &tv)
+        if status == AMQP_STATUS_OK.rawValue { return .frame(frame) }
+        if status == AMQP_STATUS_TIMEOUT.rawValue { return .none }
+        isOpen = false
+        throw AMQPError.status(status, operation: "read")
+    }
+
+    /// Answers a broker's `channel.close` or `connection.close` with the matching close-ok.
+    func sendCloseOk(channel: UInt16, connection: Bool) {
+        if connection {
+            var ok = amqp_connection_close_ok_t(dummy: 0)
+            _ = amqp_send_method(state, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok)
+            isOpen = false
+        } else {
+            var ok = amqp_channel_close_ok_t(dummy: 0)
+            _ = amqp_send_method(state, channel, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok)
+        }
+    }
+
+    /// Frees the memory of frames already handled.
+    public func releaseBuffers() { amqp_maybe_release_buffers(state) }
+
+    /// Closes the connection politely (connection.close, waits for close-ok).
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        var short = timeval(seconds: 2)
+        _ = amqp_set_rpc_timeout(state, &short)
+        _ = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS))
+    }
+}
+
+extension timeval {
+    init(seconds: Double) {
+        let whole = seconds.rounded(.down)
+        self.init(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
+    }
+}

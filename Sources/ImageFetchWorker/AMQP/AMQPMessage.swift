@@ -1,0 +1,104 @@
+import CRabbitMQ
+
+/// The AMQP basic properties the worker reads and writes.
+public struct AMQPProperties: Sendable, Hashable {
+    public var contentType: String? = nil
+    public var messageID: String? = nil
+    public var correlationID: String? = nil
+    public var replyTo: String? = nil
+    /// True for delivery mode 2.
+    public var persistent: Bool = false
+    public var timestamp: UInt64? = nil
+    public var headers: [String: AMQPFieldValue] = [:]
+    public init() {}
+
+    init(decoding properties: amqp_basic_properties_t) {
+        let flags = properties._flags
+        func has(_ flag: Int32) -> Bool { flags & amqp_flags_t(flag) != 0 }
+        if has(AMQP_BASIC_CONTENT_TYPE_FLAG) { contentType = properties.content_type.stringValue }
+        if has(AMQP_BASIC_MESSAGE_ID_FLAG) { messageID = properties.message_id.stringValue }
+        if has(AMQP_BASIC_CORRELATION_ID_FLAG) { correlationID = properties.correlation_id.stringValue }
+        if has(AMQP_BASIC_REPLY_TO_FLAG) { replyTo = properties.reply_to.stringValue }
+        if has(AMQP_BASIC_DELIVERY_MODE_FLAG) { persistent = properties.delivery_mode == 2 }
+        if has(AMQP_BASIC_TIMESTAMP_FLAG) { timestamp = properties.timestamp }
+        if has(AMQP_BASIC_HEADERS_FLAG) { headers = AMQPTableDecoder.decode(properties.headers) }
+    }
+
+    func encode(in arena: AMQPArena) -> amqp_basic_properties_t {
+        var result = amqp_basic_properties_t()
+        var flags: Int32 = 0
+        if let contentType {
+            flags |= AMQP_BASIC_CONTENT_TYPE_FLAG
+            result.content_type = arena.bytes(contentType)
+        }
+        if let messageID {
+            flags |= AMQP_BASIC_MESSAGE_ID_FLAG
+            result.message_id = arena.bytes(messageID)
+        }
+        if let correlationID {
+            flags |= AMQP_BASIC_CORRELATION_ID_FLAG
+            result.correlation_id = arena.bytes(correlationID)
+        }
+        if let replyTo {
+            flags |= AMQP_BASIC_REPLY_TO_FLAG
+            result.reply_to = arena.bytes(replyTo)
+        }
+        if persistent {
+            flags |= AMQP_BASIC_DELIVERY_MODE_FLAG
+            result.delivery_mode = 2
+        }
+        if let timestamp {
+            flags |= AMQP_BASIC_TIMESTAMP_FLAG
+            result.timestamp = timestamp
+        }
+        if !headers.isEmpty {
+            flags |= AMQP_BASIC_HEADERS_FLAG
+            result.headers = arena.table(headers)
+        }
+        result._flags = amqp_flags_t(flags)
+        return result
+    }
+}
+
+/// A message the broker delivered on the consumer.
+public struct Delivery: Sendable {
+    /// The delivery tag, valid only on the channel ``epoch`` it came from.
+    public var tag: UInt64
+    /// Which channel incarnation delivered it; a reconnect starts a new epoch, and tags of an
+    /// old epoch are never acked.
+    public var epoch: UInt64
+    public var redelivered: Bool
+    public var exchange: String
+    public var routingKey: String
+    public var properties: AMQPProperties
+    public var body: [UInt8]
+
+    public init(tag: UInt64, epoch: UInt64, redelivered: Bool, exchange: String = "", routingKey: String = "",
+                properties: AMQPProperties = AMQPProperties(), body: [UInt8]) {
+        self.tag = tag
+        self.epoch = epoch
+        self.redelivered = redelivered
+        self.exchange = exchange
+        self.routingKey = routingKey
+        self.properties = properties
+        self.body = body
+    }
+}
+
+/// A message to publish.
+public struct OutboundMessage: Sendable {
+    public var exchange: String
+    public var routingKey: String
+    public var mandatory: Bool
+    public var properties: AMQPProperties
+    public var body: [UInt8]
+
+    public init(exchange: String = "", routingKey: String, mandatory: Bool = true,
+                properties: AMQPProperties, body: [UInt8]) {
+        self.exchange = exchange
+        self.routingKey = routingKey
+        self.mandatory = mandatory
+        self.properties = properties
+        self.body = body
+    }
+}

@@ -1,0 +1,483 @@
+import CRabbitMQ
+import Dispatch
+import Foundation
+import Logging
+
+/// What a ``BrokerSession`` tells its owner. Every call arrives on the channel queue and must
+/// return promptly: it may hand work to other queues but never wait.
+public protocol BrokerSessionDelegate: AnyObject, Sendable {
+    /// A delivery arrived on the consumer.
+    func session(_ session: BrokerSession, didReceive delivery: Delivery)
+    /// The connection is up and consuming on a new channel epoch.
+    func session(_ session: BrokerSession, didConnect epoch: UInt64)
+    /// The connection was lost; deliveries of older epochs can no longer be acked.
+    func session(_ session: BrokerSession, didLoseConnection error: AMQPError)
+    /// The broker raised or cleared a resource alarm (`connection.blocked` / `unblocked`).
+    func session(_ session: BrokerSession, blocked: Bool)
+}
+
+/// How the broker answered a publish.
+public enum PublishOutcome: Sendable, Equatable {
+    case confirmed
+    case nacked
+    /// Unroutable with `mandatory`: nothing stored it.
+    case returned
+    /// The channel went away before the confirm.
+    case connectionLost
+}
+
+/// The worker's single AMQP connection and channel, driven from one serial channel queue.
+///
+/// Every call into rabbitmq-c happens on ``queue``. Incoming frames are read when a read source on
+/// the socket fires; a timer calls into rabbitmq-c at a quarter of the heartbeat interval so it can
+/// send heartbeats and notice missed ones, even when idle. Publishes and acks submitted from other
+/// queues are `async` blocks on the channel queue, so they go out at once.
+public final class BrokerSession: @unchecked Sendable {
+    // @unchecked Sendable: all mutable state below is read and written only on `queue`
+    // (checked with dispatchPrecondition in debug builds); `stateLock` guards `publicState`.
+
+    /// The serial channel queue: the only place rabbitmq-c is touched.
+    public let queue = DispatchQueue(label: "image-fetch-worker.channel")
+    static let channel: amqp_channel_t = 1
+
+    private let configuration: WorkerConfiguration
+    private let logger: Logger
+    private let consumerTag: String
+    private let connectionName: String
+    private let consume: Bool
+    private weak var delegate: (any BrokerSessionDelegate)?
+
+    private var lifecycle: ConnectionLifecycle
+    private var connection: AMQPConnection?
+    private var readSource: (any DispatchSourceRead)?
+    private var heartbeatTimer: (any DispatchSourceTimer)?
+    private var confirms = ConfirmTracker<@Sendable (PublishOutcome) -> Void>()
+    private var assembler = ContentAssembler()
+    private var readScheduled = false
+    private var closeWaiters: [@Sendable () -> Void] = []
+
+    private let stateLock = NSLock()
+    private var publicState: ConnectionLifecycle.State = .idle
+    private var publicBlocked = false
+
+    /// Creates a session; nothing happens until ``start()``.
+    /// - Parameter consume: false for a publish-only session (the `publish` command).
+    public init(configuration: WorkerConfiguration, logger: Logger, delegate: (any BrokerSessionDelegate)?,
+                consume: Bool = true) {
+        self.configuration = configuration
+        self.logger = logger
+        self.delegate = delegate
+        self.consume = consume
+        self.lifecycle = ConnectionLifecycle(urlCount: configuration.amqp.urls.count)
+        let host = ProcessInfo.processInfo.hostName
+        let pid = ProcessInfo.processInfo.processIdentifier
+        self.consumerTag = "image-fetch-worker.\(host).\(pid)"
+        self.connectionName = "image-fetch-worker \(host) pid \(pid)"
+    }
+
+    /// The lifecycle state, readable from any thread.
+    public var isConsuming: Bool {
+        stateLock.withLock {
+            if case .consuming = publicState { return !publicBlocked }
+            return false
+        }
+    }
+
+    /// Whether the connection is up (consuming or draining).
+    public var isConnected: Bool {
+        stateLock.withLock {
+            switch publicState {
+            case .consuming, .draining: return true
+            default: return false
+            }
+        }
+    }
+
+    /// A one-word description of the connection state for logs and metrics.
+    public var stateName: String {
+        stateLock.withLock {
+            switch publicState {
+            case .idle: return "idle"
+            case .connecting: return "connecting"
+            case .consuming: return publicBlocked ? "blocked" : "consuming"
+            case .draining: return "draining"
+            case .waiting: return "reconnecting"
+            case .closed: return "closed"
+            }
+        }
+    }
+
+    /// Connects (synchronously, on the channel queue) and starts consuming. Throws when the first
+    /// attempt fails; later losses reconnect by themselves.
+    public func start() throws(AMQPError) {
+        let result: Result<Void, AMQPError> = queue.sync {
+            guard case .connect(let index) = lifecycle.start() else { return .success(()) }
+            do throws(AMQPError) {
+                try connect(urlIndex: index)
+                return .success(())
+            } catch {
+                _ = lifecycle.close()
+                publishState()
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Starts connecting in the background, retrying with backoff until it succeeds.
+    public func startRetrying() {
+        queue.async { self.perform(self.lifecycle.start()) }
+    }
+
+    // MARK: - Outbound, from any queue
+
+    /// Publishes a message with `mandatory` and calls `completion` on the channel queue when the
+    /// broker confirms, nacks or returns it, or when the channel is lost first.
+    public func publish(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
+        queue.async { self.publishOnQueue(message, completion: completion) }
+    }
+
+    /// Acks a delivery, unless it came from an older channel epoch (then the broker redelivers it).
+    public func ack(_ delivery: Delivery) {
+        queue.async { self.ackOnQueue(delivery) }
+    }
+
+    /// Nacks a delivery; `requeue` hands it back, otherwise it goes to the dead-letter queue.
+    public func nack(_ delivery: Delivery, requeue: Bool) {
+        queue.async { self.nackOnQueue(delivery, requeue: requeue) }
+    }
+
+    /// Acks on the channel queue (for completions that already run there).
+    public func ackOnQueue(_ delivery: Delivery) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
+        do {
+            try connection.ack(channel: Self.channel, tag: delivery.tag)
+        } catch {
+            handleLoss(error)
+        }
+    }
+
+    /// Nacks on the channel queue.
+    public func nackOnQueue(_ delivery: Delivery, requeue: Bool) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
+        do {
+            try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: requeue)
+        } catch {
+            handleLoss(error)
+        }
+    }
+
+    /// Publishes on the channel queue.
+    public func publishOnQueue(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let connection, isOpenEpoch else {
+            completion(.connectionLost)
+            return
+        }
+        let sequence = confirms.published(completion)
+        var message = message
+        // basic.return carries no publish sequence number; this header ties a return to its publish.
+        message.properties.headers["x-publish-seq"] = .int(Int64(sequence))
+        do {
+            try connection.publish(channel: Self.channel, message)
+        } catch {
+            handleLoss(error)
+        }
+    }
+
+    /// Cancels the consumer (drain step 1) and calls `completion` on the channel queue when the
+    /// broker has confirmed it. Deliveries that were already on their way still arrive.
+    public func stopConsuming(completion: @escaping @Sendable () -> Void) {
+        queue.async {
+            self.perform(self.lifecycle.drain())
+            self.publishState()
+            completion()
+        }
+    }
+
+    /// Number of publishes waiting for their confirm.
+    public var outstandingConfirms: Int {
+        queue.sync { confirms.pendingCount }
+    }
+
+    /// Closes the channel and the connection; safe to call more than once.
+    public func close() {
+        queue.sync {
+            perform(lifecycle.close())
+            publishState()
+        }
+    }
+
+    /// A passive declare on the worker's own connection: ready messages and consumers of a queue,
+    /// or nil when it does not exist or the connection is down.
+    public func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void) {
+        queue.async {
+            guard self.connection != nil, self.isOpenEpoch else { return completion(nil) }
+            // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
+            do throws(AMQPError) {
+                guard let connection = self.connection else { return completion(nil) }
+                try connection.openChannel(2)
+                defer { connection.closeChannel(2) }
+                let depth = try connection.declareQueue(channel: 2, name: name, passive: true)
+                completion(depth)
+            } catch {
+                completion(nil)
+            }
+        }
+    }
+
+    // MARK: - Connection
+
+    private var isOpenEpoch: Bool {
+        switch lifecycle.state {
+        case .consuming, .draining: return true
+        default: return false
+        }
+    }
+
+    private func perform(_ action: ConnectionLifecycle.Action) {
+        switch action {
+        case .none:
+            break
+        case .connect(let index):
+            do throws(AMQPError) {
+                try connect(urlIndex: index)
+            } catch {
+                let url = configuration.amqp.urls[index % configuration.amqp.urls.count]
+                logger.warning("broker connection failed", metadata: [
+                    "broker": "\(url.host):\(url.port)", "error": "\(error)",
+                ])
+                perform(lifecycle.connectFailed(jitter: Double.random(in: 0..<1)))
+                publishState()
+            }
+        case .scheduleReconnect(let delay):
+            logger.info("reconnecting to the broker", metadata: ["in_seconds": "\(String(format: "%.1f", delay))"])
+            queue.asyncAfter(deadline: .now() + delay) {
+                self.perform(self.lifecycle.reconnectTimerFired())
+                self.publishState()
+            }
+        case .cancelConsumer:
+            guard let connection else { return }
+            do {
+                try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
+                logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
+            } catch {
+                handleLoss(error)
+            }
+        case .failOutstanding:
+            teardown()
+        case .failOutstandingAndReconnect(let delay):
+            teardown()
+            perform(.scheduleReconnect(delay: delay))
+        case .close:
+            teardownSources()
+            connection?.close()
+            connection = nil
+            for completion in confirms.reset() { completion(.connectionLost) }
+        }
+    }
+
+    private func connect(urlIndex: Int) throws(AMQPError) {
+        let amqp = configuration.amqp
+        let url = amqp.urls[urlIndex % amqp.urls.count]
+        let connection = try AMQPConnection()
+        try connection.open(
+            url: url,
+            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
+                       verify: amqp.tls.verify),
+            heartbeat: amqp.heartbeat, connectionName: connectionName)
+        try connection.openChannel(Self.channel)
+        try connection.confirmSelect(channel: Self.channel)
+        if configuration.queue.declare {
+            for queue in Topology(configuration: configuration).queues {
+                try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
+            }
+        }
+        if consume {
+            try connection.qos(channel: Self.channel, prefetch: amqp.prefetch)
+            _ = try connection.consume(channel: Self.channel, queue: configuration.queue.jobs, consumerTag: consumerTag)
+        }
+        self.connection = connection
+        self.assembler = ContentAssembler()
+        _ = lifecycle.connected()
+        publishState()
+        installSources(for: connection)
+        logger.info("connected to the broker", metadata: [
+            "broker": "\(url)", "queue": "\(configuration.queue.jobs)", "prefetch": "\(amqp.prefetch)",
+        ])
+        delegate?.session(self, didConnect: lifecycle.epoch)
+        // Frames may already sit in rabbitmq-c's buffer after the RPCs above.
+        scheduleRead()
+    }
+
+    private func installSources(for connection: AMQPConnection) {
+        let source = DispatchSource.makeReadSource(fileDescriptor: connection.fileDescriptor, queue: queue)
+        source.setEventHandler { [unowned self] in self.readAvailable() }
+        source.resume()
+        readSource = source
+        let heartbeat = configuration.amqp.heartbeat
+        if heartbeat > 0 {
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            let interval = max(Double(heartbeat) / 4, 0.25)
+            timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
+            timer.setEventHandler { [unowned self] in self.readAvailable() }
+            timer.resume()
+            heartbeatTimer = timer
+        }
+    }
+
+    private func teardownSources() {
+        readSource?.cancel()
+        readSource = nil
+        heartbeatTimer?.cancel()
+        heartbeatTimer = nil
+    }
+
+    private func teardown() {
+        teardownSources()
+        connection = nil
+        for completion in confirms.reset() { completion(.connectionLost) }
+    }
+
+    private func handleLoss(_ error: AMQPError) {
+        guard isOpenEpoch else { return }
+        logger.error("lost the broker connection", metadata: ["error": "\(error)"])
+        perform(lifecycle.connectionLost(jitter: Double.random(in: 0..<1)))
+        publishState()
+        delegate?.session(self, didLoseConnection: error)
+    }
+
+    private func publishState() {
+        let state = lifecycle.state
+        stateLock.withLock { publicState = state }
+    }
+
+    // MARK: - Inbound
+
+    private func scheduleRead() {
+        guard !readScheduled else { return }
+        readScheduled = true
+        queue.async {
+            self.readScheduled = false
+            self.readAvailable()
+        }
+    }
+
+    /// Reads what is there without blocking, in bounded batches so that publishes and acks queued
+    /// behind it are not starved.
+    private func readAvailable() {
+        guard let connection else { return }
+        var budget = 512
+        do {
+            while budget > 0 {
+                budget -= 1
+                switch try connection.readFrame(timeout: 0) {
+                case .none:
+                    connection.releaseBuffers()
+                    return
+                case .frame(let frame):
+                    handle(frame)
+                    if self.connection == nil { return }
+                }
+            }
+            connection.releaseBuffers()
+            scheduleRead()
+        } catch {
+            handleLoss(error)
+        }
+    }
+
+    private func handle(_ frame: amqp_frame_t) {
+        switch Int32(frame.frame_type) {
+        case AMQP_FRAME_METHOD:
+            handleMethod(frame.payload.method, channel: frame.channel)
+        case AMQP_FRAME_HEADER:
+            let properties = frame.payload.properties
+            let decoded = properties.decoded?.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
+            let message = assembler.header(bodySize: Int(properties.body_size),
+                                           properties: decoded.map(AMQPProperties.init(decoding:)) ?? AMQPProperties())
+            if let message { complete(message) }
+        case AMQP_FRAME_BODY:
+            let fragment = frame.payload.body_fragment
+            let message = fragment.withBuffer { assembler.body($0) }
+            if let message { complete(message) }
+        default:
+            break
+        }
+    }
+
+    private func handleMethod(_ method: amqp_method_t, channel: amqp_channel_t) {
+        switch method.id {
+        case AMQP_BASIC_DELIVER_METHOD:
+            guard let deliver = method.decoded?.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee else { return }
+            assembler.begin(.delivery(tag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
+                                      exchange: deliver.exchange.stringValue ?? "",
+                                      routingKey: deliver.routing_key.stringValue ?? ""))
+        case AMQP_BASIC_RETURN_METHOD:
+            guard let returned = method.decoded?.assumingMemoryBound(to: amqp_basic_return_t.self).pointee else { return }
+            assembler.begin(.returned(replyCode: returned.reply_code, replyText: returned.reply_text.stringValue ?? "",
+                                      routingKey: returned.routing_key.stringValue ?? ""))
+        case AMQP_BASIC_ACK_METHOD:
+            guard let ack = method.decoded?.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee else { return }
+            for (completion, outcome) in confirms.confirm(sequence: ack.delivery_tag, multiple: ack.multiple != 0, ack: true) {
+                completion(outcome == .confirmed ? .confirmed : .returned)
+            }
+        case AMQP_BASIC_NACK_METHOD:
+            guard let nack = method.decoded?.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee else { return }
+            for (completion, _) in confirms.confirm(sequence: nack.delivery_tag, multiple: nack.multiple != 0, ack: false) {
+                completion(.nacked)
+            }
+        case AMQP_BASIC_CANCEL_METHOD:
+            // The broker cancelled our consumer (queue deleted, failover). Re-subscribe with backoff
+            // by recycling the connection, so that the topology is declared again.
+            logger.warning("the broker cancelled the consumer; re-subscribing", metadata: ["queue": "\(configuration.queue.jobs)"])
+            handleLoss(AMQPError(.channelClosed, operation: "basic.cancel from the broker", message: "consumer cancelled"))
+        case AMQP_CHANNEL_CLOSE_METHOD:
+            let close = method.decoded?.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
+            connection?.sendCloseOk(channel: channel, connection: false)
+            handleLoss(AMQPError(.channelClosed, operation: "channel", message: close?.reply_text.stringValue ?? "closed",
+                                 replyCode: close?.reply_code))
+        case AMQP_CONNECTION_CLOSE_METHOD:
+            let close = method.decoded?.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
+            connection?.sendCloseOk(channel: 0, connection: true)
+            handleLoss(AMQPError(.connectionClosed, operation: "connection", message: close?.reply_text.stringValue ?? "closed",
+                                 replyCode: close?.reply_code))
+        case AMQP_CONNECTION_BLOCKED_METHOD:
+            let blocked = method.decoded?.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee
+            logger.warning("the broker blocked the connection (resource alarm); admission paused",
+                           metadata: ["reason": "\(blocked?.reason.stringValue ?? "")"])
+            stateLock.withLock { publicBlocked = true }
+            delegate?.session(self, blocked: true)
+        case AMQP_CONNECTION_UNBLOCKED_METHOD:
+            logger.notice("the broker unblocked the connection; admission resumed")
+            stateLock.withLock { publicBlocked = false }
+            delegate?.session(self, blocked: false)
+        default:
+            break
+        }
+    }
+
+    private func complete(_ message: ContentAssembler.Message) {
+        switch message.kind {
+        case .delivery(let tag, let redelivered, let exchange, let routingKey):
+            let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
+                                    routingKey: routingKey, properties: message.properties, body: message.body)
+            delegate?.session(self, didReceive: delivery)
+        case .returned(let replyCode, let replyText, _):
+            logger.warning("the broker returned an unroutable publish", metadata: [
+                "reply_code": "\(replyCode)", "reply_text": "\(replyText)",
+            ])
+            if let sequence = message.properties.headers["x-publish-seq"]?.intValue, sequence > 0 {
+                confirms.returned(sequence: UInt64(sequence))
+            }
+        }
+    }
+}
+
+extension amqp_bytes_t {
+    func withBuffer<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        body(UnsafeRawBufferPointer(start: bytes, count: bytes == nil ? 0 : len))
+    }
+}

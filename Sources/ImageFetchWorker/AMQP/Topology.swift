@@ -1,0 +1,48 @@
+/// The queues the worker declares, derived from configuration. Pure data, no I/O.
+public struct Topology: Sendable, Equatable {
+    /// One queue declaration.
+    public struct Queue: Sendable, Equatable {
+        public var name: String
+        public var arguments: [String: AMQPFieldValue]
+    }
+
+    /// Every queue, in declaration order (dead first, so the jobs queue's dead-letter target exists).
+    public var queues: [Queue]
+
+    /// The retry queue for a delay: `<jobs>.retry.<delay>` with a compact duration, e.g. `image-fetch.jobs.retry.5s`.
+    public static func retryQueueName(jobs: String, delaySeconds: Int) -> String {
+        "\(jobs).retry.\(Self.compactDuration(delaySeconds))"
+    }
+
+    /// `5s`, `2m`, `1h`, `90s`: the shortest exact spelling.
+    public static func compactDuration(_ seconds: Int) -> String {
+        if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600)h" }
+        if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60)m" }
+        return "\(seconds)s"
+    }
+
+    public init(configuration: WorkerConfiguration) {
+        let names = configuration.queue
+        var typeArguments: [String: AMQPFieldValue] = [:]
+        if names.type == .quorum { typeArguments["x-queue-type"] = .string("quorum") }
+
+        var jobsArguments = typeArguments
+        jobsArguments["x-dead-letter-exchange"] = .string("")
+        jobsArguments["x-dead-letter-routing-key"] = .string(names.dead)
+        if names.type == .quorum { jobsArguments["x-delivery-limit"] = .int(Int64(names.deliveryLimit)) }
+
+        var queues = [
+            Queue(name: names.dead, arguments: typeArguments),
+            Queue(name: names.results, arguments: typeArguments),
+            Queue(name: names.jobs, arguments: jobsArguments),
+        ]
+        for delay in Set(configuration.retry.delays).sorted() {
+            var arguments = typeArguments
+            arguments["x-message-ttl"] = .int(Int64(delay) * 1000)
+            arguments["x-dead-letter-exchange"] = .string("")
+            arguments["x-dead-letter-routing-key"] = .string(names.jobs)
+            queues.append(Queue(name: Self.retryQueueName(jobs: names.jobs, delaySeconds: delay), arguments: arguments))
+        }
+        self.queues = queues
+    }
+}
