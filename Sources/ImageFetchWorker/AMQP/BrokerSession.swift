@@ -107,26 +107,31 @@ public final class BrokerSession: @unchecked Sendable {
         }
     }
 
-    /// Connects (synchronously, on the channel queue) and starts consuming. Throws when the first
-    /// attempt fails; later losses reconnect by themselves.
-    public func start() throws(AMQPError) {
+    /// Sets the delegate (held weakly).
+    public func setDelegate(_ delegate: any BrokerSessionDelegate) {
+        queue.sync { self.delegate = delegate }
+    }
+
+    /// Connects (synchronously, on the channel queue) and starts consuming. Throws the first
+    /// attempt's error; with `retrying`, the session then keeps trying with backoff by itself,
+    /// and it reconnects after later losses either way.
+    public func start(retrying: Bool) throws(AMQPError) {
         let result: Result<Void, AMQPError> = queue.sync {
             guard case .connect(let index) = lifecycle.start() else { return .success(()) }
             do throws(AMQPError) {
                 try connect(urlIndex: index)
                 return .success(())
             } catch {
-                _ = lifecycle.close()
+                if retrying {
+                    perform(lifecycle.connectFailed(jitter: Double.random(in: 0..<1)))
+                } else {
+                    _ = lifecycle.close()
+                }
                 publishState()
                 return .failure(error)
             }
         }
         try result.get()
-    }
-
-    /// Starts connecting in the background, retrying with backoff until it succeeds.
-    public func startRetrying() {
-        queue.async { self.perform(self.lifecycle.start()) }
     }
 
     // MARK: - Outbound, from any queue

@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+
+/// Writes one JSON object per line to standard error: `time`, `level`, `message`, `label`, and the
+/// metadata flattened as string fields (`job_id`, `url_host`, `outcome`, `duration_ms`, …).
+public struct JSONLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private static let output = NSLockedValue(FileHandle.standardError)
+
+    public init(label: String) { self.label = label }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var json = JSONWriter(capacity: 256)
+        json.beginObject()
+        json.field("time", RFC3339.now())
+        json.field("level", event.level.rawValue)
+        json.field("message", "\(event.message)")
+        json.field("label", label)
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
+        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        for key in merged.keys.sorted() where !["time", "level", "message", "label"].contains(key) {
+            json.field(named: key, "\(merged[key]!)")
+        }
+        json.endObject()
+        var line = json.bytes
+        line.append(UInt8(ascii: "\n"))
+        Self.output.withLock { $0.write(Data(line)) }
+    }
+}
+
+/// Sets up swift-log from `log.*`.
+public enum LoggingSetup {
+    /// Bootstraps the global logging system once, from the configuration.
+    public static func bootstrap(_ configuration: WorkerConfiguration.Log) {
+        let level = Logger.Level(rawValue: configuration.level) ?? .info
+        switch configuration.format {
+        case .json:
+            LoggingSystem.bootstrap { label in
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        case .text:
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        }
+    }
+}

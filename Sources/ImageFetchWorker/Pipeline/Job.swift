@@ -1,0 +1,80 @@
+import Foundation
+
+/// One image-fetch job, decoded from a delivery.
+public struct Job: Sendable, Equatable {
+    /// The job's identity, echoed in the result: the body's `id`, else the AMQP `message_id`.
+    public var id: String
+    /// The URL to fetch, as given (validated later, before any network use).
+    public var url: String
+    /// The storage key hint, unsanitised.
+    public var key: String?
+    /// AMQP `reply_to`: where the result goes instead of `queue.results`.
+    public var replyTo: String?
+    /// AMQP `correlation_id`, copied into the result.
+    public var correlationID: String?
+    /// 1 on the first delivery, counting retries (header `x-attempt`).
+    public var attempt: Int
+    /// When the job was first seen (header `x-first-seen`, RFC 3339), if it was retried.
+    public var firstSeen: String?
+    /// The broker's redelivered flag.
+    public var redelivered: Bool
+
+    public init(id: String, url: String, key: String? = nil, replyTo: String? = nil, correlationID: String? = nil,
+                attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false) {
+        self.id = id
+        self.url = url
+        self.key = key
+        self.replyTo = replyTo
+        self.correlationID = correlationID
+        self.attempt = attempt
+        self.firstSeen = firstSeen
+        self.redelivered = redelivered
+    }
+
+    private struct Body: Decodable {
+        var id: Identifier?
+        var url: String?
+        var key: String?
+    }
+
+    /// Accepts a string id, or a number (written as it was).
+    private struct Identifier: Decodable {
+        var text: String
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let text = try? container.decode(String.self) {
+                self.text = text
+            } else if let number = try? container.decode(Int64.self) {
+                self.text = String(number)
+            } else {
+                throw DecodingError.typeMismatch(String.self, .init(codingPath: [], debugDescription: "id"))
+            }
+        }
+    }
+
+    /// Decodes a delivery, or explains why it is not a job (`invalid_job`).
+    public static func decode(_ delivery: Delivery) -> Result<Job, JobError> {
+        let body: Body
+        do {
+            body = try JSONDecoder().decode(Body.self, from: Data(delivery.body))
+        } catch DecodingError.dataCorrupted {
+            return .failure(JobError(.invalidJob, "the body is not a JSON object"))
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            return .failure(JobError(.invalidJob, "the body is not a JSON object"))
+        } catch {
+            return .failure(JobError(.invalidJob, "the body does not match the job schema (id: string, url: string, key: string)"))
+        }
+        let properties = delivery.properties
+        guard let id = body.id?.text ?? properties.messageID, !id.isEmpty else {
+            return .failure(JobError(.invalidJob, "the job has no id (and no message_id property)"))
+        }
+        guard let url = body.url, !url.isEmpty else {
+            return .failure(JobError(.invalidJob, "the job has no url"))
+        }
+        let attempt = properties.headers["x-attempt"]?.intValue.map { Int(clamping: $0) } ?? 1
+        return .success(Job(
+            id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
+            correlationID: properties.correlationID, attempt: max(attempt, 1),
+            firstSeen: properties.headers["x-first-seen"]?.stringValue, redelivered: delivery.redelivered))
+    }
+}

@@ -1,0 +1,110 @@
+import Dispatch
+import Foundation
+import Logging
+
+/// The producer side: enqueues jobs on `queue.jobs` with publisher confirms (the `publish` command,
+/// and the benchmarks and tests that fill the queue).
+public final class JobPublisher: Sendable {
+    private let session: BrokerSession
+    private let configuration: WorkerConfiguration
+    /// Publishes allowed to wait for their confirm at once; bounds memory on big files.
+    private let window: Int
+
+    /// Connects (declaring the topology when `queue.declare` is true).
+    public init(configuration: WorkerConfiguration, logger: Logger, window: Int = 4096) throws(AMQPError) {
+        self.configuration = configuration
+        self.window = window
+        self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil, consume: false)
+        try session.start(retrying: false)
+    }
+
+    /// The JSON body of a job.
+    public static func jobBody(id: String, url: String, key: String? = nil) -> [UInt8] {
+        var json = JSONWriter(capacity: 64 + url.utf8.count)
+        json.beginObject()
+        json.field("id", id)
+        json.field("url", url)
+        json.field("key", key)
+        json.endObject()
+        return json.bytes
+    }
+
+    /// Publishes raw bodies (persistent, `application/json` unless `contentType` says otherwise) and
+    /// returns how many the broker confirmed.
+    public func publish<S: Sequence>(bodies: S, contentType: String? = "application/json",
+                                     headers: [String: AMQPFieldValue] = [:],
+                                     replyTo: String? = nil) -> Int where S.Element == [UInt8] {
+        let permits = DispatchSemaphore(value: window)
+        let group = DispatchGroup()
+        let confirmed = NSLockedValue(0)
+        for body in bodies {
+            permits.wait()
+            group.enter()
+            var properties = AMQPProperties()
+            properties.contentType = contentType
+            properties.persistent = true
+            properties.headers = headers
+            properties.replyTo = replyTo
+            session.publish(OutboundMessage(routingKey: configuration.queue.jobs, properties: properties, body: body)) { outcome in
+                if outcome == .confirmed { confirmed.withLock { $0 += 1 } }
+                permits.signal()
+                group.leave()
+            }
+        }
+        group.wait()
+        return confirmed.withLock { $0 }
+    }
+
+    /// Publishes one job per URL, with fresh ids; returns how many were confirmed.
+    public func publish(urls: [String]) -> Int {
+        publish(bodies: urls.lazy.map { Self.jobBody(id: UUID().uuidString.lowercased(), url: $0) })
+    }
+
+    /// Closes the connection.
+    public func close() { session.close() }
+}
+
+/// Ready messages and consumers per queue, by passive declares (the `depth` command).
+public enum QueueDepth {
+    /// One queue's depth; nil counts when the queue does not exist.
+    public struct Row: Sendable, Equatable {
+        public var queue: String
+        public var ready: Int?
+        public var consumers: Int?
+    }
+
+    /// The queues of the topology: jobs, its retry queues, dead and results.
+    public static func queueNames(_ configuration: WorkerConfiguration) -> [String] {
+        let queues = configuration.queue
+        let retries = Set(configuration.retry.delays).sorted().map {
+            Topology.retryQueueName(jobs: queues.jobs, delaySeconds: $0)
+        }
+        return [queues.jobs] + retries + [queues.dead, queues.results]
+    }
+
+    /// Samples every queue on a short-lived connection.
+    public static func sample(_ configuration: WorkerConfiguration) throws(AMQPError) -> [Row] {
+        let connection = try AMQPConnection()
+        let amqp = configuration.amqp
+        try connection.open(
+            url: amqp.urls[0],
+            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify),
+            heartbeat: 0, connectionName: "image-fetch-worker depth")
+        defer { connection.close() }
+        var rows: [Row] = []
+        var channel: UInt16 = 1
+        for name in queueNames(configuration) {
+            // A passive declare of a missing queue closes its channel: one channel per queue.
+            try connection.openChannel(channel)
+            do throws(AMQPError) {
+                let depth = try connection.declareQueue(channel: channel, name: name, passive: true)
+                rows.append(Row(queue: name, ready: depth.messages, consumers: depth.consumers))
+                connection.closeChannel(channel)
+            } catch where error.replyCode == 404 {
+                rows.append(Row(queue: name, ready: nil, consumers: nil))
+            }
+            channel += 1
+        }
+        return rows
+    }
+}

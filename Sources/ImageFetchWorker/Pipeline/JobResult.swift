@@ -1,0 +1,106 @@
+import Foundation
+
+/// The result message of one job, as specified by the message contract in ARCHITECTURE.md.
+public struct JobResult: Sendable, Equatable {
+    /// `"ok"` or `"failed"`.
+    public enum Status: String, Sendable { case ok, failed }
+
+    public var id: String
+    public var url: String
+    public var status: Status
+    public var attempt: Int
+    public var redelivered: Bool
+    public var httpStatus: Int?
+    public var contentType: String?
+    public var image: ImageInfo?
+    public var bytes: Int?
+    public var sha256: String?
+    public var location: String?
+    public var finalURL: String?
+    public var redirects: Int?
+    public var error: JobError?
+    public var durationMs: Double
+    public var timings: FetchTimings?
+    public var worker: String
+    /// Seconds since 1970.
+    public var finishedAt: Double
+
+    public init(job: Job, status: Status, durationMs: Double, worker: String, finishedAt: Double) {
+        self.id = job.id
+        self.url = job.url
+        self.status = status
+        self.attempt = job.attempt
+        self.redelivered = job.redelivered
+        self.durationMs = durationMs
+        self.worker = worker
+        self.finishedAt = finishedAt
+    }
+
+    /// The compact JSON body.
+    public func encoded() -> [UInt8] {
+        var json = JSONWriter(capacity: 512 + url.utf8.count + (finalURL?.utf8.count ?? 0))
+        json.beginObject()
+        json.field("id", id)
+        json.field("url", url)
+        json.field("status", status.rawValue)
+        json.field("attempt", attempt)
+        json.field("redelivered", redelivered)
+        json.field("http_status", httpStatus)
+        json.field("content_type", contentType)
+        if let image {
+            json.field("format", image.format.rawValue)
+            json.field("width", image.width)
+            json.field("height", image.height)
+        }
+        json.field("bytes", bytes)
+        json.field("sha256", sha256)
+        json.field("location", location)
+        json.field("final_url", finalURL)
+        json.field("redirects", redirects)
+        if let error {
+            json.key("error")
+            json.beginObject()
+            json.field("code", error.code.rawValue)
+            json.field("message", error.message)
+            json.field("retryable", error.retryable)
+            json.endObject()
+        }
+        json.field("duration_ms", milliseconds: durationMs)
+        if let timings {
+            json.key("timings")
+            json.beginObject()
+            json.field("dns_ms", milliseconds: timings.dnsMs)
+            json.field("connect_ms", milliseconds: timings.connectMs)
+            json.field("tls_ms", milliseconds: timings.tlsMs)
+            json.field("ttfb_ms", milliseconds: timings.ttfbMs)
+            json.field("total_ms", milliseconds: timings.totalMs)
+            json.endObject()
+        }
+        json.field("worker", worker)
+        json.field("finished_at", RFC3339.format(finishedAt))
+        json.endObject()
+        return json.bytes
+    }
+}
+
+/// RFC 3339 timestamps in UTC with milliseconds, without Foundation's formatters.
+public enum RFC3339 {
+    public static func format(_ secondsSince1970: Double) -> String {
+        var seconds = time_t(secondsSince1970.rounded(.down))
+        let millis = Int((secondsSince1970 - Double(seconds)) * 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
+    }
+
+    public static func now() -> String {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return format(Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9)
+    }
+}

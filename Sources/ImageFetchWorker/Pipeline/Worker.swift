@@ -1,0 +1,508 @@
+import Crypto
+import Dispatch
+import Foundation
+import Logging
+
+/// The worker: consumes jobs, fetches and stores images under a concurrency limit, publishes
+/// results with confirms, acks only confirmed work, and drains on SIGTERM.
+///
+/// Queues (see ARCHITECTURE.md, "Threading rules"):
+/// - the channel queue (``BrokerSession/queue``) is the only one that touches rabbitmq-c;
+/// - the admission queue is the only place that waits on ``semaphore``;
+/// - the work queue runs short CPU work (decode, sniff, hash, encode);
+/// - the fetch engine's own queue drives libcurl; the sink has lanes of its own for disk writes.
+public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
+    // @unchecked Sendable: the stored properties are immutable or thread-safe themselves
+    // (queues, semaphore, group, locks); `ledger` and `blocked` are guarded by `ledgerLock`
+    // and `gate`, and `shutdownPhase` by `control`'s serial queue.
+
+    public let configuration: WorkerConfiguration
+    public let stats = WorkerStats()
+    let logger: Logger
+    let session: BrokerSession
+    let fetchEngine: FetchEngine
+    let sink: any ImageSink
+    let semaphore: DispatchSemaphore
+    let inFlight = DispatchGroup()
+    let admissionQueue = DispatchQueue(label: "image-fetch-worker.admission")
+    let workQueue = DispatchQueue(label: "image-fetch-worker.work", attributes: .concurrent)
+    let control = DispatchQueue(label: "image-fetch-worker.control")
+    let hostName = ProcessInfo.processInfo.hostName
+
+    private let ledger = NSLockedValue(AdmissionLedger())
+    private let gate = NSCondition()
+    private var blocked = false
+    private let drainingFlag = NSLockedValue(false)
+    private var shutdownPhase = ShutdownPhase.running
+    private var signalSources: [any DispatchSourceSignal] = []
+    private var summaryTimer: (any DispatchSourceTimer)?
+
+    enum ShutdownPhase { case running, draining }
+
+    /// Builds the worker from its configuration: the fetch engine, the sink and the session.
+    public init(configuration: WorkerConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.semaphore = DispatchSemaphore(value: configuration.worker.concurrency)
+        let policy = AddressPolicy(
+            allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
+            allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
+        self.fetchEngine = try FetchEngine(configuration: configuration.fetch, addressPolicy: { address in
+            guard let ip = IPAddress(sockaddr: address) else { return nil }
+            return policy.deniedClass(of: ip)
+        })
+        switch configuration.storage.kind {
+        case .file:
+            self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
+        case .none:
+            self.sink = NoneSink()
+        case .s3:
+            throw JobError(.storageFailed, "storage.kind=s3 is not available in this build")
+        }
+        self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil)
+        self.session.setDelegate(self)
+    }
+
+    /// Whether the worker is connected, consuming and not draining (`/readyz`).
+    public var isReady: Bool { !isDraining && session.isConsuming }
+
+    var isDraining: Bool { drainingFlag.withLock { $0 } }
+
+    // MARK: - Running
+
+    /// Connects and consumes until a signal drains the worker. Returns the exit status.
+    ///
+    /// A failed first connection is retried with backoff, except for errors that retrying
+    /// cannot fix (credentials, TLS files): those end the process with one clear line.
+    public func start() throws(AMQPError) {
+        installSignalHandlers()
+        do throws(AMQPError) {
+            try session.start(retrying: true)
+        } catch where error.code == .login || error.code == .tls {
+            throw error
+        } catch {
+            logger.warning("the broker is not reachable yet; retrying", metadata: ["error": "\(error)"])
+        }
+        startSummaryTimer()
+        logger.info("worker started", metadata: [
+            "concurrency": "\(configuration.worker.concurrency)", "prefetch": "\(configuration.amqp.prefetch)",
+            "queue": "\(configuration.queue.jobs)", "storage": "\(configuration.storage.kind.rawValue)",
+        ])
+    }
+
+    /// Starts the drain, as SIGTERM does; `completion` runs with the exit status when it is done.
+    public func shutdown(completion: @escaping @Sendable (Int32) -> Void) {
+        control.async { self.beginDrain(completion: completion) }
+    }
+
+    private func installSignalHandlers() {
+        signal(SIGPIPE, SIG_IGN)
+        for signo in [SIGTERM, SIGINT] {
+            signal(signo, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signo, queue: control)
+            source.setEventHandler { [unowned self] in
+                if case .draining = self.shutdownPhase {
+                    self.logger.warning("second signal: exiting at once; unacked jobs return to the queue")
+                    exit(128 + signo)
+                }
+                self.logger.info("signal received: draining", metadata: ["signal": "\(signo == SIGTERM ? "SIGTERM" : "SIGINT")"])
+                self.beginDrain { status in exit(status) }
+            }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+
+    private func beginDrain(completion: @escaping @Sendable (Int32) -> Void) {
+        dispatchPrecondition(condition: .onQueue(control))
+        guard case .running = shutdownPhase else { return }
+        shutdownPhase = .draining
+        drainingFlag.withLock { $0 = true }
+        // Admission may be parked on a resource alarm; let it run so it can skip what is handed back.
+        gate.lock(); blocked = false; gate.broadcast(); gate.unlock()
+
+        // 1–2: cancel the consumer, then hand back whatever never got a permit.
+        session.stopConsuming { [self] in
+            let waiting = ledger.withLock { $0.takeAll() }
+            for delivery in waiting { session.nackOnQueue(delivery, requeue: true) }
+            stats.handedBack(waiting.count)
+            if !waiting.isEmpty { logger.info("handed back deliveries that were not admitted", metadata: ["count": "\(waiting.count)"]) }
+        }
+        // 3–5 wait on a queue of their own, so the channel queue keeps serving confirms and heartbeats.
+        let drainTimeout = configuration.worker.drainTimeout
+        DispatchQueue.global().async { [self] in
+            if inFlight.wait(timeout: .now() + drainTimeout) == .timedOut {
+                logger.warning("drain timeout: aborting fetches still running", metadata: [
+                    "in_flight": "\(stats.snapshot.inFlight)",
+                ])
+                fetchEngine.cancelAll()
+                _ = inFlight.wait(timeout: .now() + 5)
+            }
+            summaryTimer?.cancel()
+            logSummary()
+            session.close()
+            fetchEngine.shutdown()
+            logger.info("drained; exiting")
+            completion(0)
+        }
+    }
+
+    // MARK: - BrokerSessionDelegate (channel queue)
+
+    public func session(_ session: BrokerSession, didReceive delivery: Delivery) {
+        stats.received()
+        if isDraining {
+            stats.skippedAdmission()
+            stats.handedBack()
+            session.nackOnQueue(delivery, requeue: true)
+            return
+        }
+        ledger.withLock { $0.received(delivery) }
+        admissionQueue.async { self.admit(delivery) }
+    }
+
+    public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
+        let dropped = ledger.withLock { $0.dropEpochs(before: epoch) }
+        if dropped > 0 {
+            for _ in 0..<dropped { stats.skippedAdmission() }
+            logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
+        }
+    }
+
+    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {}
+
+    public func session(_ session: BrokerSession, blocked: Bool) {
+        gate.lock()
+        self.blocked = blocked && !isDraining
+        gate.broadcast()
+        gate.unlock()
+    }
+
+    // MARK: - Admission (admission queue)
+
+    private func admit(_ delivery: Delivery) {
+        gate.lock()
+        while blocked { gate.wait() }
+        gate.unlock()
+        semaphore.wait()
+        guard ledger.withLock({ $0.claim(delivery) }) else {
+            semaphore.signal()
+            stats.skippedAdmission()
+            return
+        }
+        inFlight.enter()
+        stats.admitted()
+        let context = JobContext(delivery: delivery, admittedAt: DispatchTime.now().uptimeNanoseconds)
+        workQueue.async { self.process(context) }
+    }
+
+    // MARK: - Processing (work queue)
+
+    /// Per-job state that outlives the closures of one job.
+    final class JobContext: @unchecked Sendable {
+        // @unchecked Sendable: each field is written by one stage before the next stage is
+        // scheduled, so accesses are ordered by the queue hand-offs.
+        let delivery: Delivery
+        let admittedAt: UInt64
+        var job: Job?
+        var urlHost: String?
+        var slotReleased = false
+
+        init(delivery: Delivery, admittedAt: UInt64) {
+            self.delivery = delivery
+            self.admittedAt = admittedAt
+        }
+    }
+
+    private func releaseSlot(_ context: JobContext) {
+        guard !context.slotReleased else { return }
+        context.slotReleased = true
+        semaphore.signal()
+    }
+
+    private func process(_ context: JobContext) {
+        let job: Job
+        switch Job.decode(context.delivery) {
+        case .failure(let error):
+            releaseSlot(context)
+            deadLetterInvalid(context, error)
+            return
+        case .success(let decoded):
+            job = decoded
+        }
+        context.job = job
+        let validated: ValidatedURL
+        switch URLPolicy.validate(job.url) {
+        case .failure(let error):
+            releaseSlot(context)
+            finish(context, job: job, error: error, response: nil)
+            return
+        case .success(let url):
+            validated = url
+        }
+        context.urlHost = validated.host
+        var request = FetchRequest(url: validated.url)
+        let maxPixels = configuration.fetch.maxPixels
+        request.inspector = { prefix in
+            switch ImageSniffer.inspect(prefix, isComplete: false) {
+            case .needMoreData: return .needMore
+            case .notAnImage: return .accept
+            case .image(let info):
+                if info.width.multipliedReportingOverflow(by: info.height).overflow || info.width * info.height > maxPixels {
+                    return .reject(JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels"))
+                }
+                return .accept
+            }
+        }
+        fetchEngine.fetch(request) { response in
+            self.workQueue.async { self.fetched(context, job: job, response: response) }
+        }
+    }
+
+    private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
+        if let error = response.error {
+            releaseSlot(context)
+            if error.code == .aborted {
+                handBack(context)
+            } else {
+                finish(context, job: job, error: error, response: response)
+            }
+            return
+        }
+        let info: ImageInfo
+        switch ImageSniffer.inspect(response.body) {
+        case .image(let found):
+            info = found
+        case .notAnImage(let reason):
+            releaseSlot(context)
+            finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image (\(reason))"), response: response)
+            return
+        case .needMoreData:
+            releaseSlot(context)
+            finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image"), response: response)
+            return
+        }
+        let (pixels, overflow) = info.width.multipliedReportingOverflow(by: info.height)
+        if overflow || pixels > configuration.fetch.maxPixels {
+            releaseSlot(context)
+            finish(context, job: job, error: JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels"),
+                   response: response)
+            return
+        }
+        let digest = SHA256.hash(data: response.body).hexString
+        let request = StorageRequest(body: response.body, sha256: digest, info: info, keyHint: job.key,
+                                     jobID: job.id, sourceURL: job.url)
+        sink.store(request) { result in
+            self.releaseSlot(context)
+            switch result {
+            case .success(let stored):
+                self.finish(context, job: job, error: nil, response: response, image: info, digest: digest,
+                            location: stored.location)
+            case .failure(let error):
+                self.finish(context, job: job, error: error, response: response)
+            }
+        }
+    }
+
+    // MARK: - Results
+
+    private func finish(_ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
+                        image: ImageInfo? = nil, digest: String? = nil, location: String? = nil) {
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
+        var result = JobResult(job: job, status: error == nil ? .ok : .failed, durationMs: elapsed, worker: hostName,
+                               finishedAt: Date().timeIntervalSince1970)
+        if let response {
+            result.httpStatus = response.httpStatus
+            result.contentType = response.contentType
+            result.finalURL = response.finalURL
+            result.redirects = response.redirects
+            result.timings = response.timings
+        }
+        result.image = image
+        result.bytes = image == nil ? nil : response?.body.count
+        result.sha256 = digest
+        result.location = location
+        result.error = error
+
+        var messages: [OutboundMessage] = []
+        let outcome: String
+        if let error, error.retryable, job.attempt < configuration.retry.maxAttempts {
+            messages.append(retryCopy(of: context.delivery, job: job))
+            outcome = "retry"
+        } else {
+            messages.append(resultMessage(result, job: job))
+            if let error, error.retryable {
+                messages.append(deadCopy(of: context.delivery, error: error, attempt: job.attempt))
+                outcome = "failed_final"
+            } else {
+                outcome = error == nil ? "ok" : "failed"
+            }
+        }
+        if logger.logLevel <= .debug {
+            var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(outcome)",
+                                             "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]
+            if let host = context.urlHost { metadata["url_host"] = "\(host)" }
+            if let error { metadata["error"] = "\(error.code)" }
+            logger.debug("job finished", metadata: metadata)
+        }
+        publishThenSettle(context, messages) { [stats] confirmed in
+            guard confirmed else { return }
+            switch outcome {
+            case "ok": stats.succeeded()
+            case "retry": stats.retried()
+            case "failed_final": stats.failed(error?.code ?? .invalidJob); stats.deadLettered()
+            default: stats.failed(error?.code ?? .invalidJob)
+            }
+        }
+    }
+
+    private func resultMessage(_ result: JobResult, job: Job) -> OutboundMessage {
+        var properties = AMQPProperties()
+        properties.contentType = "application/json"
+        properties.persistent = true
+        properties.correlationID = job.correlationID ?? job.id
+        return OutboundMessage(routingKey: job.replyTo ?? configuration.queue.results, properties: properties,
+                               body: result.encoded())
+    }
+
+    private func retryCopy(of delivery: Delivery, job: Job) -> OutboundMessage {
+        let delays = configuration.retry.delays
+        let delay = delays.isEmpty ? 5 : delays[min(job.attempt - 1, delays.count - 1)]
+        var properties = delivery.properties
+        properties.persistent = true
+        properties.headers["x-attempt"] = .int(Int64(job.attempt + 1))
+        properties.headers["x-first-seen"] = .string(job.firstSeen ?? RFC3339.now())
+        properties.headers["x-publish-seq"] = nil
+        return OutboundMessage(routingKey: Topology.retryQueueName(jobs: configuration.queue.jobs, delaySeconds: delay),
+                               properties: properties, body: delivery.body)
+    }
+
+    private func deadCopy(of delivery: Delivery, error: JobError, attempt: Int) -> OutboundMessage {
+        var properties = delivery.properties
+        properties.persistent = true
+        properties.headers["x-error-code"] = .string(error.code.rawValue)
+        properties.headers["x-error-message"] = .string(error.message)
+        properties.headers["x-attempt"] = .int(Int64(attempt))
+        properties.headers["x-publish-seq"] = nil
+        return OutboundMessage(routingKey: configuration.queue.dead, properties: properties, body: delivery.body)
+    }
+
+    /// An undecodable job: a copy goes to the dead-letter queue with its reason, then the original
+    /// is acked. Should that publish fail, the original is rejected instead, which dead-letters it
+    /// through the queue's dead-letter exchange without the reason. Either way nothing is lost.
+    private func deadLetterInvalid(_ context: JobContext, _ error: JobError) {
+        logger.warning("invalid job dead-lettered", metadata: [
+            "reason": "\(error.message)", "bytes": "\(context.delivery.body.count)",
+        ])
+        let copy = deadCopy(of: context.delivery, error: error, attempt: 1)
+        let delivery = context.delivery
+        session.queue.async { [self] in
+            session.publishOnQueue(copy) { [self] outcome in
+                switch outcome {
+                case .confirmed:
+                    session.ackOnQueue(delivery)
+                    stats.failed(.invalidJob)
+                    stats.deadLettered()
+                default:
+                    session.nackOnQueue(delivery, requeue: false)
+                }
+                stats.finished()
+                inFlight.leave()
+            }
+        }
+    }
+
+    /// The fetch was aborted at the drain deadline: the delivery goes back to the queue.
+    private func handBack(_ context: JobContext) {
+        let delivery = context.delivery
+        session.queue.async { [self] in
+            session.nackOnQueue(delivery, requeue: true)
+            stats.handedBack()
+            stats.finished()
+            inFlight.leave()
+        }
+    }
+
+    /// Publishes every message, and acks the delivery only when the broker confirmed all of them;
+    /// otherwise it is nacked with requeue (or, on a lost channel, left for redelivery).
+    private func publishThenSettle(_ context: JobContext, _ messages: [OutboundMessage],
+                                   onConfirmed: @escaping @Sendable (Bool) -> Void) {
+        let delivery = context.delivery
+        session.queue.async { [self] in
+            let tally = PublishTally(remaining: messages.count)
+            for message in messages {
+                session.publishOnQueue(message) { [self] outcome in
+                    // Runs on the channel queue, like the loop above.
+                    tally.remaining -= 1
+                    if outcome != .confirmed { tally.failure = outcome }
+                    guard tally.remaining == 0 else { return }
+                    switch tally.failure {
+                    case nil:
+                        session.ackOnQueue(delivery)
+                    case .connectionLost:
+                        break  // the broker redelivers it; the old tag cannot be used
+                    default:
+                        logger.warning("result not confirmed; job requeued", metadata: ["outcome": "\(tally.failure!)"])
+                        session.nackOnQueue(delivery, requeue: true)
+                    }
+                    onConfirmed(tally.failure == nil)
+                    stats.finished()
+                    inFlight.leave()
+                }
+            }
+        }
+    }
+
+    private final class PublishTally: @unchecked Sendable {
+        // @unchecked Sendable: created and used only on the channel queue.
+        var remaining: Int
+        var failure: PublishOutcome?
+        init(remaining: Int) { self.remaining = remaining }
+    }
+
+    // MARK: - Summary
+
+    private func startSummaryTimer() {
+        let interval = configuration.log.summaryInterval
+        guard interval > 0 else { return }
+        let timer = DispatchSource.makeTimerSource(queue: control)
+        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .seconds(1))
+        timer.setEventHandler { [unowned self] in self.logSummary() }
+        timer.resume()
+        summaryTimer = timer
+    }
+
+    private let lastSummary = NSLockedValue((count: 0, time: DispatchTime.now().uptimeNanoseconds))
+
+    private func logSummary() {
+        let snapshot = stats.snapshot
+        let done = snapshot.succeeded + snapshot.failed + snapshot.retried
+        let now = DispatchTime.now().uptimeNanoseconds
+        let rate = lastSummary.withLock { last -> Double in
+            let seconds = Double(now - last.time) / 1e9
+            let rate = seconds > 0 ? Double(done - last.count) / seconds : 0
+            last = (done, now)
+            return rate
+        }
+        logger.info("summary", metadata: [
+            "rate_per_s": "\(String(format: "%.1f", rate))", "in_flight": "\(snapshot.inFlight)",
+            "waiting": "\(snapshot.waiting)", "ok": "\(snapshot.succeeded)", "failed": "\(snapshot.failed)",
+            "retried": "\(snapshot.retried)", "dead_lettered": "\(snapshot.deadLettered)",
+            "connection": "\(session.stateName)",
+        ])
+    }
+}
+
+extension Digest {
+    /// Lowercase hex.
+    var hexString: String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(Self.byteCount * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

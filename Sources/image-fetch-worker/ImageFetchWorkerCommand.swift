@@ -1,0 +1,135 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import ImageFetchWorker
+import Logging
+
+/// Loads the configuration or exits 78 (EX_CONFIG) with one line naming the key and the problem.
+func loadConfiguration(_ arguments: [String]) -> WorkerConfiguration {
+    do {
+        return try ConfigurationLoader.load(arguments: arguments, environment: ProcessInfo.processInfo.environment)
+    } catch {
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        exit(78)
+    }
+}
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the worker (the default).",
+        discussion: "Configuration flags such as --worker-concurrency 8 or --config worker.yaml are passed through; see docs/configuration.md.")
+
+    @Argument(parsing: .allUnrecognized, help: "Configuration flags.")
+    var settings: [String] = []
+
+    func run() throws {
+        let configuration = loadConfiguration(settings)
+        LoggingSetup.bootstrap(configuration.log)
+        let logger = Logger(label: "image-fetch-worker")
+        let worker: Worker
+        do {
+            worker = try Worker(configuration: configuration, logger: logger)
+            try worker.start()
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        withExtendedLifetime(worker) { dispatchMain() }
+    }
+}
+
+struct Publish: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Enqueue image-fetch jobs with publisher confirms and print how many were confirmed.")
+
+    @Option(name: .long, help: "Read URLs from a file, one per line ('-' for standard input).")
+    var file: String?
+
+    @Argument(parsing: .allUnrecognized, help: "URLs, then configuration flags.")
+    var rest: [String] = []
+
+    func run() throws {
+        let urls = rest.filter { !$0.hasPrefix("--") && $0.contains("://") }
+        let settings = rest.filter { !urls.contains($0) }
+        var all = urls
+        if let file {
+            let text: String
+            if file == "-" {
+                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            } else {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw ValidationError("cannot read \(file)")
+                }
+                text = String(decoding: data, as: UTF8.self)
+            }
+            all += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        }
+        guard !all.isEmpty else { throw ValidationError("give at least one URL, or --file PATH") }
+        let configuration = loadConfiguration(settings)
+        LoggingSetup.bootstrap(configuration.log)
+        do {
+            let publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "image-fetch-worker.publish"))
+            let confirmed = publisher.publish(urls: all)
+            publisher.close()
+            print("\(confirmed) of \(all.count) jobs confirmed on \(configuration.queue.jobs)")
+            if confirmed != all.count { throw ExitCode(1) }
+        } catch let error as AMQPError {
+            FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Depth: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print ready messages and consumers for the jobs, retry, dead and results queues.")
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    @Option(name: .customLong("max-ready"), help: "Exit 1 when a queue holds more than N ready messages.")
+    var maxReady: Int?
+
+    @Argument(parsing: .allUnrecognized, help: "Configuration flags.")
+    var settings: [String] = []
+
+    func run() throws {
+        let configuration = loadConfiguration(settings)
+        let rows: [QueueDepth.Row]
+        do {
+            rows = try QueueDepth.sample(configuration)
+        } catch {
+            FileHandle.standardError.write(Data("cannot read queue depth: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if json {
+            let objects = rows.map { row -> String in
+                let ready = row.ready.map(String.init) ?? "null"
+                let consumers = row.consumers.map(String.init) ?? "null"
+                return "{\"queue\":\"\(row.queue)\",\"ready\":\(ready),\"consumers\":\(consumers)}"
+            }
+            print("[" + objects.joined(separator: ",") + "]")
+        } else {
+            let width = max(5, rows.map(\.queue.count).max() ?? 5)
+            print("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "  READY  CONSUMERS")
+            for row in rows {
+                let ready = row.ready.map(String.init) ?? "-"
+                let consumers = row.consumers.map(String.init) ?? "-"
+                print(row.queue.padding(toLength: width, withPad: " ", startingAt: 0)
+                      + "  " + ready.padding(toLength: 5, withPad: " ", startingAt: 0) + "  " + consumers)
+            }
+        }
+        if let maxReady, rows.contains(where: { ($0.ready ?? 0) > maxReady }) { throw ExitCode(1) }
+    }
+}
+
+@main
+struct ImageFetchWorkerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "image-fetch-worker",
+        abstract: "Fetch images named by RabbitMQ jobs, store them, and publish results.",
+        version: WorkerVersion.current,
+        subcommands: [Run.self, Publish.self, Depth.self],
+        defaultSubcommand: Run.self)
+}

@@ -1,2 +1,0 @@
-import ImageFetchWorker
-print("hi")
