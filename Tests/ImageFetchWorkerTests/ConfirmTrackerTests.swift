@@ -1,0 +1,75 @@
+import Testing
+@testable import ImageFetchWorker
+
+@Suite struct ConfirmTrackerTests {
+    @Test func numbersPublishesFromOne() {
+        var tracker = ConfirmTracker<String>()
+        #expect(tracker.published("a") == 1)
+        #expect(tracker.published("b") == 2)
+        #expect(tracker.pendingCount == 2)
+    }
+
+    @Test func singleAckAnswersOnlyThatPublish() {
+        var tracker = ConfirmTracker<String>()
+        _ = tracker.published("a")
+        _ = tracker.published("b")
+        let answered = tracker.confirm(sequence: 2, multiple: false, ack: true)
+        #expect(answered.map(\.0) == ["b"])
+        #expect(answered.map(\.1) == [.confirmed])
+        #expect(tracker.pendingCount == 1)
+        #expect(tracker.confirm(sequence: 1, multiple: false, ack: true).map(\.0) == ["a"])
+        #expect(tracker.pendingCount == 0)
+    }
+
+    @Test func multipleAckAnswersEverythingUpToTheTag() {
+        var tracker = ConfirmTracker<Int>()
+        for token in 1...5 { _ = tracker.published(token) }
+        _ = tracker.confirm(sequence: 2, multiple: false, ack: true)
+        let answered = tracker.confirm(sequence: 4, multiple: true, ack: true)
+        #expect(answered.map(\.0) == [1, 3, 4])
+        #expect(tracker.pendingCount == 1)
+    }
+
+    @Test func nackIsNeverAConfirm() {
+        var tracker = ConfirmTracker<Int>()
+        _ = tracker.published(1)
+        _ = tracker.published(2)
+        let answered = tracker.confirm(sequence: 2, multiple: true, ack: false)
+        #expect(answered.map(\.1) == [.nacked, .nacked])
+    }
+
+    @Test func returnBeforeAckMeansReturned() {
+        var tracker = ConfirmTracker<Int>()
+        _ = tracker.published(1)
+        _ = tracker.published(2)
+        tracker.returned(sequence: 2)
+        let answered = tracker.confirm(sequence: 2, multiple: true, ack: true)
+        #expect(answered.map(\.1) == [.confirmed, .returned])
+    }
+
+    @Test func unknownOrRepeatedConfirmsAreIgnored() {
+        var tracker = ConfirmTracker<Int>()
+        _ = tracker.published(1)
+        #expect(tracker.confirm(sequence: 7, multiple: false, ack: true).isEmpty)
+        #expect(tracker.confirm(sequence: 1, multiple: false, ack: true).count == 1)
+        #expect(tracker.confirm(sequence: 1, multiple: false, ack: true).isEmpty)
+    }
+
+    @Test func resetHandsBackTheUnansweredAndRestartsNumbering() {
+        var tracker = ConfirmTracker<Int>()
+        for token in 1...3 { _ = tracker.published(token) }
+        _ = tracker.confirm(sequence: 1, multiple: false, ack: true)
+        #expect(tracker.reset() == [2, 3])
+        #expect(tracker.published(9) == 1)
+    }
+
+    @Test func longRunsStayCompact() {
+        var tracker = ConfirmTracker<Int>()
+        for round in 0..<10_000 {
+            let sequence = tracker.published(round)
+            #expect(tracker.confirm(sequence: sequence, multiple: false, ack: true).count == 1)
+        }
+        #expect(tracker.pendingCount == 0)
+        #expect(tracker.nextSequence == 10_001)
+    }
+}

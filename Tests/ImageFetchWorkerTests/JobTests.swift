@@ -1,0 +1,49 @@
+import Testing
+@testable import ImageFetchWorker
+
+@Suite struct JobTests {
+    func delivery(_ body: String, properties: AMQPProperties = AMQPProperties(), redelivered: Bool = false) -> Delivery {
+        Delivery(tag: 1, epoch: 1, redelivered: redelivered, properties: properties, body: Array(body.utf8))
+    }
+
+    @Test func decodesAFullJob() throws {
+        var properties = AMQPProperties()
+        properties.replyTo = "replies"
+        properties.correlationID = "c-1"
+        properties.headers = ["x-attempt": .int(3), "x-first-seen": .string("2026-01-01T00:00:00.000Z")]
+        let job = try Job.decode(delivery(#"{"id":"j1","url":"https://example.com/a.png","key":"a/b.png"}"#,
+                                          properties: properties, redelivered: true)).get()
+        #expect(job == Job(id: "j1", url: "https://example.com/a.png", key: "a/b.png", replyTo: "replies",
+                           correlationID: "c-1", attempt: 3, firstSeen: "2026-01-01T00:00:00.000Z", redelivered: true))
+    }
+
+    @Test func idFallsBackToMessageID() throws {
+        var properties = AMQPProperties()
+        properties.messageID = "from-property"
+        let job = try Job.decode(delivery(#"{"url":"http://x/"}"#, properties: properties)).get()
+        #expect(job.id == "from-property")
+        #expect(job.attempt == 1)
+    }
+
+    @Test func numericIDIsAccepted() throws {
+        #expect(try Job.decode(delivery(#"{"id":42,"url":"http://x/"}"#)).get().id == "42")
+    }
+
+    @Test(arguments: [
+        ("not json", "not a JSON object"),
+        ("[1,2]", "not a JSON object"),
+        (#"{"id":"a"}"#, "no url"),
+        (#"{"url":"http://x/"}"#, "no id"),
+        (#"{"id":"a","url":7}"#, "schema"),
+        ("", "not a JSON object"),
+    ])
+    func rejectsBadBodies(body: String, reason: String) {
+        switch Job.decode(delivery(body)) {
+        case .success: Issue.record("decoded \(body)")
+        case .failure(let error):
+            #expect(error.code == .invalidJob)
+            #expect(error.message.contains(reason), "\(error.message)")
+            #expect(!error.retryable)
+        }
+    }
+}
