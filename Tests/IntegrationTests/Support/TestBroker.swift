@@ -1,0 +1,139 @@
+import Foundation
+import ImageFetchWorker
+import Logging
+
+/// The RabbitMQ node that `make test` (scripts/test.sh) starts for the test run, and helpers to
+/// give each test its own queues on it.
+enum TestBroker {
+    /// `IFW_TEST_AMQP_URL`, exported by scripts/test.sh.
+    static var url: String? { ProcessInfo.processInfo.environment["IFW_TEST_AMQP_URL"] }
+
+    /// Whether a broker was provided; the integration suites are disabled without one (run them
+    /// through `make test`).
+    static var isAvailable: Bool { url != nil }
+
+    /// scripts/rabbitmq.sh, for tests that stop, start or freeze the broker.
+    static var script: String? { ProcessInfo.processInfo.environment["IFW_TEST_RABBITMQ_SCRIPT"] }
+
+    /// A configuration whose queue names are unique to one test.
+    static func configuration(_ name: String) throws -> WorkerConfiguration {
+        var configuration = WorkerConfiguration()
+        configuration.amqp.urls = try AMQPURL.parseList(url ?? "amqp://guest:guest@127.0.0.1:5672/%2F")
+        let prefix = "test.\(name).\(UUID().uuidString.prefix(8).lowercased())"
+        configuration.queue.jobs = "\(prefix).jobs"
+        configuration.queue.results = "\(prefix).results"
+        configuration.queue.dead = "\(prefix).dead"
+        configuration.fetch.allowPrivateNetworks = true
+        configuration.storage.fsync = false
+        return configuration
+    }
+
+    /// Environment variables that give a worker process the same configuration.
+    static func environment(_ configuration: WorkerConfiguration, storage: String) -> [String: String] {
+        [
+            "AMQP_URL": url ?? "",
+            "QUEUE_JOBS": configuration.queue.jobs,
+            "QUEUE_RESULTS": configuration.queue.results,
+            "QUEUE_DEAD": configuration.queue.dead,
+            "QUEUE_TYPE": configuration.queue.type.rawValue,
+            "FETCH_ALLOW_PRIVATE_NETWORKS": configuration.fetch.allowPrivateNetworks ? "true" : "false",
+            "STORAGE_PATH": storage,
+            "STORAGE_FSYNC": "false",
+            "HTTP_PORT": "0",
+            "RETRY_DELAYS": configuration.retry.delays.map { "\($0)s" }.joined(separator: ","),
+            "RETRY_MAX_ATTEMPTS": "\(configuration.retry.maxAttempts)",
+        ]
+    }
+
+    /// Publishes job bodies with confirms (declaring the topology first) and returns the count confirmed.
+    static func publish(_ configuration: WorkerConfiguration, bodies: [[UInt8]], replyTo: String? = nil) throws -> Int {
+        let publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "test.publisher"))
+        defer { publisher.close() }
+        return publisher.publish(bodies: bodies, replyTo: replyTo)
+    }
+
+    /// Ready messages in a queue (passive declare), nil if it does not exist.
+    static func ready(_ configuration: WorkerConfiguration, queue: String) throws -> Int? {
+        let connection = try AMQPConnection()
+        try connection.open(url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test probe")
+        defer { connection.close() }
+        try connection.openChannel(1)
+        return try connection.declareQueue(channel: 1, name: queue, passive: true).messages
+    }
+
+    /// Deletes a test's queues (best effort).
+    static func cleanUp(_ configuration: WorkerConfiguration) {
+        guard let script else { return }
+        for queue in QueueDepth.queueNames(configuration) {
+            _ = try? run(script, ["ctl", "delete_queue", queue])
+        }
+    }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// Consumes a queue (results or dead letters) and keeps what arrives, acking each message.
+final class QueueCollector: BrokerSessionDelegate, @unchecked Sendable {
+    // @unchecked Sendable: `messages` is guarded by `lock`.
+    private let lock = NSLock()
+    private var messages: [Delivery] = []
+    private var session: BrokerSession?
+
+    init(_ configuration: WorkerConfiguration, queue: String) throws {
+        var consumer = configuration
+        consumer.queue.jobs = queue
+        consumer.queue.declare = false
+        consumer.amqp.prefetch = 500
+        let session = BrokerSession(configuration: consumer, logger: Logger(label: "test.collector"), delegate: nil)
+        self.session = session
+        session.setDelegate(self)
+        try session.start(retrying: false)
+    }
+
+    func session(_ session: BrokerSession, didReceive delivery: Delivery) {
+        session.ackOnQueue(delivery)
+        lock.withLock { messages.append(delivery) }
+    }
+    func session(_ session: BrokerSession, didConnect epoch: UInt64) {}
+    func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {}
+    func session(_ session: BrokerSession, blocked: Bool) {}
+
+    var received: [Delivery] { lock.withLock { messages } }
+
+    /// The JSON bodies received so far.
+    var objects: [[String: Any]] {
+        received.compactMap { try? JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any] }
+    }
+
+    /// Waits until at least `count` messages arrived, or the timeout passes; returns what arrived.
+    @discardableResult
+    func wait(for count: Int, timeout: Double) async -> [Delivery] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while received.count < count, Date() < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return received
+    }
+
+    func close() { session?.close() }
+}
+
+/// Polls `condition` until it holds or `timeout` seconds pass.
+func eventually(timeout: Double, _ condition: () throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return try condition()
+}

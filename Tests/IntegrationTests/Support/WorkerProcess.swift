@@ -1,0 +1,59 @@
+import Foundation
+
+/// The worker binary run as a user runs it: a child process with environment configuration,
+/// its output captured to a log file.
+final class WorkerProcess: @unchecked Sendable {
+    // @unchecked Sendable: `process` is only started and signalled from the test's task.
+    let process = Process()
+    let logURL: URL
+
+    /// The built executable: `IFW_WORKER_BINARY`, else `.build/debug/image-fetch-worker` of this package.
+    static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["IFW_WORKER_BINARY"] { return path }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/image-fetch-worker").path
+    }
+
+    init(arguments: [String] = ["run"], environment: [String: String]) throws {
+        logURL = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-worker-\(UUID().uuidString).log")
+        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logURL)
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { _, new in new }
+        env["LOG_SUMMARY_INTERVAL"] = env["LOG_SUMMARY_INTERVAL"] ?? "2"
+        process.environment = env
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// Everything the worker logged so far.
+    var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+
+    func signal(_ signo: Int32) { kill(process.processIdentifier, signo) }
+
+    /// Waits for the process to exit; returns its status, or nil on timeout.
+    func waitForExit(timeout: Double) async -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// SIGTERM, then SIGKILL if it is still there after `grace` seconds.
+    func stop(grace: Double = 30) async -> Int32? {
+        guard process.isRunning else { return process.terminationStatus }
+        signal(SIGTERM)
+        if let status = await waitForExit(timeout: grace) { return status }
+        signal(SIGKILL)
+        return await waitForExit(timeout: 5)
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}

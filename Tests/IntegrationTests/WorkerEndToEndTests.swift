@@ -1,0 +1,174 @@
+import Crypto
+import Foundation
+import ImageFetchWorker
+import Testing
+
+/// The worker process end to end, against the real RabbitMQ of `make test` and a real local origin.
+@Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"), .serialized)
+struct WorkerEndToEndTests {
+    static func storageFolder() -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-images-\(UUID().uuidString)").path
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func fiveHundredJobsGiveFiveHundredStoredResults() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("e2e")
+        defer { TestBroker.cleanUp(configuration) }
+        let storage = Self.storageFolder()
+        let ids = (0..<500).map { "job-\($0)" }
+        let bodies = ids.enumerated().map { index, id in JobPublisher.jobBody(id: id, url: origin.url("/ok.png?n=\(index)")) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == 500)
+
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: storage)
+            .merging(["WORKER_CONCURRENCY": "16"]) { _, new in new })
+        await results.wait(for: 500, timeout: 90)
+
+        let objects = results.objects
+        #expect(objects.count == 500, "worker log:\n\(worker.log.suffix(2000))")
+        #expect(Set(objects.compactMap { $0["id"] as? String }) == Set(ids))
+        let expectedDigest = SHA256.hash(data: TestOrigin.okBody).map { String(format: "%02x", $0) }.joined()
+        for object in objects {
+            #expect(object["status"] as? String == "ok", "\(object)")
+            #expect(object["format"] as? String == "png")
+            #expect(object["width"] as? Int == 64)
+            #expect(object["height"] as? Int == 32)
+            #expect(object["attempt"] as? Int == 1)
+            #expect(object["http_status"] as? Int == 200)
+            let location = try #require(object["location"] as? String)
+            #expect(location.hasPrefix("file://"))
+            let path = String(location.dropFirst("file://".count))
+            let stored = try #require(FileManager.default.contents(atPath: path))
+            let digest = SHA256.hash(data: stored).map { String(format: "%02x", $0) }.joined()
+            #expect(digest == object["sha256"] as? String)
+            #expect(digest == expectedDigest)
+            #expect(path.hasSuffix("/\(digest.prefix(2))/\(digest).png"))
+        }
+        #expect(results.received.allSatisfy { $0.properties.persistent && $0.properties.contentType == "application/json" })
+        #expect(try TestBroker.ready(configuration, queue: configuration.queue.jobs) == 0)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func badJobsAreDeadLetteredOrFailedAndTheWorkerKeepsGoing() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("bad")
+        defer { TestBroker.cleanUp(configuration) }
+        let bodies: [[UInt8]] = [
+            Array("this is not json".utf8),
+            Array(#"{"id":"no-url"}"#.utf8),
+            JobPublisher.jobBody(id: "passwd", url: "file:///etc/passwd"),
+            JobPublisher.jobBody(id: "html", url: origin.url("/html")),
+            JobPublisher.jobBody(id: "missing", url: origin.url("/status/404")),
+            JobPublisher.jobBody(id: "good", url: origin.url("/ok.png")),
+        ]
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == bodies.count)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
+        defer { results.close(); dead.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder()))
+
+        await results.wait(for: 4, timeout: 30)
+        await dead.wait(for: 2, timeout: 30)
+        var byID: [String: [String: Any]] = [:]
+        for object in results.objects { byID[object["id"] as? String ?? ""] = object }
+        func code(_ id: String) -> String? { (byID[id]?["error"] as? [String: Any])?["code"] as? String }
+        #expect(code("passwd") == "unsupported_scheme")
+        #expect(code("html") == "not_an_image")
+        #expect(code("missing") == "http_error")
+        #expect(byID["missing"]?["http_status"] as? Int == 404)
+        #expect(byID["good"]?["status"] as? String == "ok")
+        #expect(dead.received.count == 2)
+        for message in dead.received {
+            #expect(message.properties.headers["x-error-code"]?.stringValue == "invalid_job")
+            #expect(message.properties.headers["x-error-message"]?.stringValue?.isEmpty == false)
+        }
+        #expect(Set(dead.received.map { String(decoding: $0.body, as: UTF8.self) })
+                == ["this is not json", #"{"id":"no-url"}"#])
+        #expect(worker.isRunning)
+        // Still consuming after the bad ones.
+        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "after", url: origin.url("/ok.png"))]) == 1)
+        await results.wait(for: 5, timeout: 30)
+        #expect(results.objects.contains { $0["id"] as? String == "after" && $0["status"] as? String == "ok" })
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func replyToAndCorrelationIDAreHonoured() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("reply")
+        defer { TestBroker.cleanUp(configuration) }
+        let replies = "\(configuration.queue.jobs).replies"
+        // The reply queue belongs to the producer; declare it through a throwaway topology.
+        var replyConfiguration = configuration
+        replyConfiguration.queue.results = replies
+        _ = try TestBroker.publish(replyConfiguration, bodies: [])
+        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "r1", url: origin.url("/ok.png"))],
+                                       replyTo: replies) == 1)
+        let collector = try QueueCollector(configuration, queue: replies)
+        defer { collector.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder()))
+        let received = await collector.wait(for: 1, timeout: 30)
+        #expect(received.first?.properties.correlationID == "r1")
+        #expect(try TestBroker.ready(configuration, queue: configuration.queue.results) == 0)
+        #expect(await worker.stop() == 0)
+        _ = try? TestBroker.run(TestBroker.script ?? "/bin/true", ["ctl", "delete_queue", replies])
+        try await origin.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func concurrencyBoundsRequestsAtTheOrigin() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("bound")
+        defer { TestBroker.cleanUp(configuration) }
+        let bodies = (0..<120).map { JobPublisher.jobBody(id: "b\($0)", url: origin.url("/slow?ms=150&n=\($0)")) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == 120)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
+            .merging(["WORKER_CONCURRENCY": "8"]) { _, new in new })
+        await results.wait(for: 120, timeout: 60)
+        #expect(results.objects.count == 120)
+        #expect(origin.stats.maxInFlight <= 8)
+        #expect(origin.stats.maxInFlight >= 4, "the worker should use its permits")
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: [
+        (drainTimeout: "10", label: "in-flight work finishes"),
+        (drainTimeout: "1", label: "fetches are aborted at the deadline"),
+    ])
+    func sigtermDrainsWithoutLosingJobs(drainTimeout: String, label: String) async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("drain")
+        defer { TestBroker.cleanUp(configuration) }
+        let bodies = (0..<200).map { JobPublisher.jobBody(id: "d\($0)", url: origin.url("/slow?ms=3000&n=\($0)")) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == 200)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
+            .merging(["WORKER_CONCURRENCY": "16", "WORKER_DRAIN_TIMEOUT": drainTimeout]) { _, new in new })
+        #expect(await eventually(timeout: 20) { origin.stats.inFlight >= 16 }, "\(label): fetches never started")
+        let started = Date()
+        worker.signal(SIGTERM)
+        let status = await worker.waitForExit(timeout: Double(drainTimeout)! + 5)
+        #expect(status == 0, "\(label): exit status; log:\n\(worker.log.suffix(3000))")
+        #expect(Date().timeIntervalSince(started) <= Double(drainTimeout)! + 5)
+        // Every job is either answered or back in the queue.
+        try await Task.sleep(for: .milliseconds(500))
+        let answered = results.received.count
+        let ready = try TestBroker.ready(configuration, queue: configuration.queue.jobs) ?? -1
+        #expect(answered + ready == 200, "\(label): \(answered) results + \(ready) ready")
+        if drainTimeout == "10" {
+            #expect(answered >= 16, "in-flight jobs should finish during the drain")
+        }
+        try await origin.shutdown()
+    }
+}
