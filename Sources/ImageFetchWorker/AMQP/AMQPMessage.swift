@@ -72,9 +72,12 @@ public struct Delivery: Sendable {
     public var routingKey: String
     public var properties: AMQPProperties
     public var body: [UInt8]
+    /// When the delivery was read off the socket (`DispatchTime` uptime nanoseconds).
+    public var receivedAt: UInt64
 
     public init(tag: UInt64, epoch: UInt64, redelivered: Bool, exchange: String = "", routingKey: String = "",
-                properties: AMQPProperties = AMQPProperties(), body: [UInt8]) {
+                properties: AMQPProperties = AMQPProperties(), body: [UInt8], receivedAt: UInt64 = 0) {
+        self.receivedAt = receivedAt
         self.tag = tag
         self.epoch = epoch
         self.redelivered = redelivered

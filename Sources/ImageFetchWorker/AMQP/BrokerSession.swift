@@ -468,7 +468,8 @@ public final class BrokerSession: @unchecked Sendable {
         switch message.kind {
         case .delivery(let tag, let redelivered, let exchange, let routingKey):
             let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
-                                    routingKey: routingKey, properties: message.properties, body: message.body)
+                                    routingKey: routingKey, properties: message.properties, body: message.body,
+                                    receivedAt: DispatchTime.now().uptimeNanoseconds)
             delegate?.session(self, didReceive: delivery)
         case .returned(let replyCode, let replyText, _):
             logger.warning("the broker returned an unroutable publish", metadata: [

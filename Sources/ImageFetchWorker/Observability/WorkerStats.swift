@@ -1,6 +1,7 @@
 import Foundation
 
-/// Counters for the periodic summary line and the in-flight gauges. Thread-safe.
+/// The worker's counters: the periodic summary line reads them, and each event is also recorded
+/// in ``WorkerMetrics`` for `/metrics`. Thread-safe.
 public final class WorkerStats: Sendable {
     /// A snapshot of the counters.
     public struct Snapshot: Sendable, Equatable {
@@ -16,25 +17,65 @@ public final class WorkerStats: Sendable {
     }
 
     private let state = NSLockedValue(Snapshot())
+    /// Where the same events go as Prometheus metrics.
+    public let metrics: WorkerMetrics
 
-    public init() {}
+    public init(metrics: WorkerMetrics) {
+        self.metrics = metrics
+    }
 
     public var snapshot: Snapshot { state.withLock { $0 } }
 
-    func received() { state.withLock { $0.received += 1; $0.waiting += 1 } }
-    func admitted() { state.withLock { $0.waiting -= 1; $0.inFlight += 1 } }
-    func skippedAdmission() { state.withLock { $0.waiting -= 1 } }
-    func finished() { state.withLock { $0.inFlight -= 1 } }
-    func succeeded() { state.withLock { $0.succeeded += 1 } }
+    func received() {
+        let waiting = state.withLock { $0.received += 1; $0.waiting += 1; return $0.waiting }
+        metrics.jobsReceived.increment()
+        metrics.waiting.record(waiting)
+    }
+
+    func admitted() {
+        let (waiting, inFlight) = state.withLock { $0.waiting -= 1; $0.inFlight += 1; return ($0.waiting, $0.inFlight) }
+        metrics.waiting.record(waiting)
+        metrics.inFlight.record(inFlight)
+    }
+
+    func skippedAdmission(_ count: Int = 1) {
+        let waiting = state.withLock { $0.waiting -= count; return $0.waiting }
+        metrics.waiting.record(waiting)
+    }
+
+    func finished() {
+        let inFlight = state.withLock { $0.inFlight -= 1; return $0.inFlight }
+        metrics.inFlight.record(inFlight)
+    }
+
+    func succeeded() {
+        state.withLock { $0.succeeded += 1 }
+        metrics.result(status: .ok, code: nil)
+    }
+
     func failed(_ code: JobError.Code) {
         state.withLock {
             $0.failed += 1
             $0.failuresByCode[code.rawValue, default: 0] += 1
         }
+        metrics.result(status: .failed, code: code)
     }
-    func retried() { state.withLock { $0.retried += 1 } }
-    func deadLettered() { state.withLock { $0.deadLettered += 1 } }
-    func handedBack(_ count: Int = 1) { state.withLock { $0.handedBack += count } }
+
+    func retried() {
+        state.withLock { $0.retried += 1 }
+        metrics.retries.increment()
+    }
+
+    func deadLettered() {
+        state.withLock { $0.deadLettered += 1 }
+        metrics.deadLettered.increment()
+    }
+
+    func handedBack(_ count: Int = 1) {
+        guard count > 0 else { return }
+        state.withLock { $0.handedBack += count }
+        metrics.handedBack.increment(by: count)
+    }
 }
 
 /// A value behind a lock.

@@ -17,7 +17,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     // and `gate`, and `shutdownPhase` by `control`'s serial queue.
 
     public let configuration: WorkerConfiguration
-    public let stats = WorkerStats()
+    public let stats: WorkerStats
     let logger: Logger
     let session: BrokerSession
     let fetchEngine: FetchEngine
@@ -44,6 +44,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         self.semaphore = DispatchSemaphore(value: configuration.worker.concurrency)
+        self.stats = WorkerStats(metrics: WorkerMetrics(concurrency: configuration.worker.concurrency))
         let policy = AddressPolicy(
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
@@ -163,15 +164,20 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
         let dropped = ledger.withLock { $0.dropEpochs(before: epoch) }
+        stats.metrics.connected.record(1)
+        if epoch > 1 { stats.metrics.reconnects.increment() }
         if dropped > 0 {
-            for _ in 0..<dropped { stats.skippedAdmission() }
+            stats.skippedAdmission(dropped)
             logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
         }
     }
 
-    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {}
+    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+        stats.metrics.connected.record(0)
+    }
 
     public func session(_ session: BrokerSession, blocked: Bool) {
+        stats.metrics.blocked.record(blocked ? 1 : 0)
         gate.lock()
         self.blocked = blocked && !isDraining
         gate.broadcast()
@@ -260,6 +266,10 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     }
 
     private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
+        if let timings = response.timings {
+            stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
+        }
+        if !response.body.isEmpty { stats.metrics.fetchedBytes.increment(by: response.body.count) }
         if let error = response.error {
             releaseSlot(context)
             if error.code == .aborted {
@@ -430,8 +440,11 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         let delivery = context.delivery
         session.queue.async { [self] in
             let tally = PublishTally(remaining: messages.count)
+            let publishedAt = DispatchTime.now().uptimeNanoseconds
             for message in messages {
                 session.publishOnQueue(message) { [self] outcome in
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    stats.metrics.confirmLatency.recordNanoseconds(Int64(now - publishedAt))
                     // Runs on the channel queue, like the loop above.
                     tally.remaining -= 1
                     if outcome != .confirmed { tally.failure = outcome }
@@ -439,6 +452,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                     switch tally.failure {
                     case nil:
                         session.ackOnQueue(delivery)
+                        stats.metrics.ackLatency.recordNanoseconds(Int64(now - delivery.receivedAt))
                     case .connectionLost:
                         break  // the broker redelivers it; the old tag cannot be used
                     default:

@@ -1,0 +1,141 @@
+import Dispatch
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The operations endpoint on `http.port`: `GET /metrics` (Prometheus text), `GET /healthz`
+/// (200 while the worker's queues answer) and `GET /readyz` (200 only while connected and
+/// consuming). Built on SwiftNIO's HTTP/1 server; one event-loop thread.
+public final class HealthServer: Sendable {
+    /// What the endpoint reports; every closure must be cheap and thread-safe.
+    public struct Probes: Sendable {
+        /// Readiness: connected, consuming, not blocked, not draining.
+        public var isReady: @Sendable () -> Bool
+        /// Liveness: calls back with true when the worker's queues ran a no-op in time.
+        public var checkHealth: @Sendable (@escaping @Sendable (Bool) -> Void) -> Void
+        /// The Prometheus text exposition.
+        public var metrics: @Sendable () -> [UInt8]
+
+        public init(isReady: @escaping @Sendable () -> Bool,
+                    checkHealth: @escaping @Sendable (@escaping @Sendable (Bool) -> Void) -> Void,
+                    metrics: @escaping @Sendable () -> [UInt8]) {
+            self.isReady = isReady
+            self.checkHealth = checkHealth
+            self.metrics = metrics
+        }
+    }
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+
+    /// The bound port (useful with port 0).
+    public var port: Int { channel.localAddress?.port ?? 0 }
+
+    /// Binds and starts serving.
+    public init(host: String, port: Int, probes: Probes, logger: Logger) throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.group = group
+        do {
+            self.channel = try ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 64)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(EndpointHandler(probes: probes))
+                    }
+                }
+                .bind(host: host, port: port)
+                .wait()
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+        logger.info("operations endpoint listening", metadata: ["address": "\(host):\(self.port)"])
+    }
+
+    /// Stops serving.
+    public func shutdown() {
+        try? channel.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+}
+
+/// Answers one connection's requests.
+private final class EndpointHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let probes: HealthServer.Probes
+    private var head: HTTPRequestHead?
+
+    init(probes: HealthServer.Probes) {
+        self.probes = probes
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            route(context: context, head: head)
+        }
+    }
+
+    private func route(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        guard head.method == .GET || head.method == .HEAD else {
+            return respond(context, head, .methodNotAllowed, "text/plain", Array("method not allowed\n".utf8))
+        }
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        switch path {
+        case "/metrics":
+            respond(context, head, .ok, "text/plain; version=0.0.4; charset=utf-8", probes.metrics())
+        case "/readyz":
+            let ready = probes.isReady()
+            respond(context, head, ready ? .ok : .serviceUnavailable, "text/plain",
+                    Array((ready ? "ready\n" : "not ready\n").utf8))
+        case "/healthz":
+            let loop = context.eventLoop
+            let promise = loop.makePromise(of: Bool.self)
+            let timeout = loop.scheduleTask(in: .seconds(2)) { promise.succeed(false) }
+            probes.checkHealth { healthy in
+                loop.execute {
+                    timeout.cancel()
+                    promise.succeed(healthy)
+                }
+            }
+            let bound = NIOLoopBound((self, context, head), eventLoop: loop)
+            promise.futureResult.whenSuccess { healthy in
+                let (handler, context, head) = bound.value
+                handler.respond(context, head, healthy ? .ok : .serviceUnavailable, "text/plain",
+                                Array((healthy ? "ok\n" : "unresponsive\n").utf8))
+            }
+        default:
+            respond(context, head, .notFound, "text/plain", Array("not found\n".utf8))
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
+                         _ contentType: String, _ body: [UInt8]) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: contentType)
+        headers.add(name: "Content-Length", value: String(body.count))
+        let keepAlive = request.isKeepAlive
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))),
+                      promise: nil)
+        if request.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}
