@@ -78,7 +78,9 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var userAgent: String = "image-fetch-worker/\(WorkerVersion.current)"
         /// `fetch.allow_private_networks`: allow loopback, private and link-local targets.
         public var allowPrivateNetworks: Bool = false
-        /// `fetch.allowed_networks`: CIDRs allowed even though private, as written.
+        /// `fetch.allowed_networks`: CIDRs allowed even though private, such as `10.1.0.0/16` or
+        /// `fd00::/8`. The loader checks their syntax and gives a bare address its host prefix
+        /// (`/32` or `/128`), so every entry has an explicit prefix length.
         public var allowedNetworks: [String] = []
         /// `fetch.low_speed_limit` bytes/s over `fetch.low_speed_time` seconds aborts a trickle.
         public var lowSpeedLimit: Int = 1024

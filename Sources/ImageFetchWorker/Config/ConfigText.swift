@@ -1,0 +1,74 @@
+/// Small text helpers for parsing configuration values.
+enum ConfigText {
+    /// The string without leading and trailing spaces, tabs and line breaks.
+    static func trimmed(_ text: String) -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0.isNewline }
+        guard let first = text.firstIndex(where: { !isSpace($0) }),
+            let last = text.lastIndex(where: { !isSpace($0) })
+        else { return "" }
+        return String(text[first...last])
+    }
+
+    /// True for the ASCII digits 0–9 only, not other Unicode digits.
+    static func isDigit(_ character: Character) -> Bool {
+        guard let ascii = character.asciiValue else { return false }
+        return ascii >= UInt8(ascii: "0") && ascii <= UInt8(ascii: "9")
+    }
+
+    /// The string with `%XX` escapes decoded, or nil if an escape is malformed or the bytes are
+    /// not UTF-8.
+    static func percentDecoded(_ text: String) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Parses a duration such as `30`, `2.5`, `500ms`, `30s`, `2m`, `1h` or `1d` into seconds.
+    ///
+    /// A bare number is seconds. Returns nil for anything else, including negative numbers,
+    /// exponents, `inf` and `nan`.
+    static func seconds(_ text: String) -> Double? {
+        let text = trimmed(text).lowercased()
+        let units: [(suffix: String, seconds: Double)] = [
+            ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400),
+        ]
+        var number = Substring(text)
+        var scale = 1.0
+        for unit in units where text.hasSuffix(unit.suffix) {
+            number = text.dropLast(unit.suffix.count)
+            scale = unit.seconds
+            break
+        }
+        guard !number.isEmpty, number != ".", number.allSatisfy({ isDigit($0) || $0 == "." }),
+            number.count(where: { $0 == "." }) <= 1,
+            let value = Double(number)
+        else { return nil }
+        return value * scale
+    }
+
+    /// A string quoted and escaped for an error message, and shortened if long.
+    static func quoted(_ value: String, limit: Int = 80) -> String {
+        let shortened = value.count > limit ? String(value.prefix(limit)) + "…" : value
+        return String(reflecting: shortened)
+    }
+}
