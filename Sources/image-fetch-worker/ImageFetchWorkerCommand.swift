@@ -10,7 +10,7 @@ func loadConfiguration(_ arguments: [String]) -> WorkerConfiguration {
         return try ConfigurationLoader.load(arguments: arguments, environment: ProcessInfo.processInfo.environment)
     } catch {
         FileHandle.standardError.write(Data("\(error)\n".utf8))
-        exit(78)
+        exit(ConfigurationError.exitStatus)
     }
 }
 

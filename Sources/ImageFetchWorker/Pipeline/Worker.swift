@@ -36,6 +36,8 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     private var shutdownPhase = ShutdownPhase.running
     private var signalSources: [any DispatchSourceSignal] = []
     private var summaryTimer: (any DispatchSourceTimer)?
+    private var depthTimer: (any DispatchSourceTimer)?
+    private var healthServer: HealthServer?
 
     enum ShutdownPhase { case running, draining }
 
@@ -75,8 +77,12 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     ///
     /// A failed first connection is retried with backoff, except for errors that retrying
     /// cannot fix (credentials, TLS files): those end the process with one clear line.
-    public func start() throws(AMQPError) {
+    public func start() throws {
         installSignalHandlers()
+        if configuration.http.port > 0 {
+            healthServer = try HealthServer(host: configuration.http.host, port: configuration.http.port,
+                                            probes: probes, logger: logger)
+        }
         do throws(AMQPError) {
             try session.start(retrying: true)
         } catch where error.code == .login || error.code == .tls {
@@ -85,6 +91,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             logger.warning("the broker is not reachable yet; retrying", metadata: ["error": "\(error)"])
         }
         startSummaryTimer()
+        startDepthSampling()
         logger.info("worker started", metadata: [
             "concurrency": "\(configuration.worker.concurrency)", "prefetch": "\(configuration.amqp.prefetch)",
             "queue": "\(configuration.queue.jobs)", "storage": "\(configuration.storage.kind.rawValue)",
@@ -140,6 +147,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                 _ = inFlight.wait(timeout: .now() + 5)
             }
             summaryTimer?.cancel()
+            depthTimer?.cancel()
             logSummary()
             session.close()
             fetchEngine.shutdown()
@@ -472,6 +480,49 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         var remaining: Int
         var failure: PublishOutcome?
         init(remaining: Int) { self.remaining = remaining }
+    }
+
+    // MARK: - Operations
+
+    /// What `/readyz`, `/healthz` and `/metrics` report.
+    public var probes: HealthServer.Probes {
+        HealthServer.Probes(
+            isReady: { [weak self] in self?.isReady ?? false },
+            checkHealth: { [weak self] reply in
+                guard let self else { return reply(false) }
+                // Healthy when the channel, work and control queues each run a no-op; a stuck
+                // queue never answers and the endpoint times out into 503.
+                let answered = NSLockedValue(0)
+                let queues = [self.session.queue, self.workQueue, self.control]
+                for queue in queues {
+                    queue.async {
+                        if answered.withLock({ $0 += 1; return $0 }) == queues.count { reply(true) }
+                    }
+                }
+            },
+            metrics: { [stats] in stats.metrics.render() })
+    }
+
+    /// The port the operations endpoint listens on, if it runs.
+    public var httpPort: Int? { healthServer?.port }
+
+    /// Samples ready messages and consumers of every queue of the topology with passive declares
+    /// on the worker's own connection, every `metrics.depth_interval` seconds.
+    private func startDepthSampling() {
+        let interval = configuration.metrics.depthInterval
+        guard interval > 0 else { return }
+        let names = QueueDepth.queueNames(configuration)
+        let timer = DispatchSource.makeTimerSource(queue: control)
+        timer.schedule(deadline: .now() + min(interval, 1), repeating: interval, leeway: .milliseconds(100))
+        timer.setEventHandler { [unowned self] in
+            for name in names {
+                session.queueDepth(name) { [stats] depth in
+                    if let depth { stats.metrics.depth(queue: name, ready: depth.messages, consumers: depth.consumers) }
+                }
+            }
+        }
+        timer.resume()
+        depthTimer = timer
     }
 
     // MARK: - Summary
