@@ -122,3 +122,62 @@ import Darwin
         #expect(address == nil)
     }
 }
+
+/// Compares the strict parser with the C library's `inet_pton` on many generated strings, so that
+/// the guard never reads a literal differently from the system.
+@Suite struct IPAddressDifferentialTests {
+    /// A small deterministic generator (SplitMix64), so failures reproduce.
+    struct SplitMix64: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static func candidates(alphabet: [Character], count: Int, maxLength: Int, seed: UInt64) -> [String] {
+        var generator = SplitMix64(state: seed)
+        return (0..<count).map { _ in
+            let length = Int.random(in: 1...maxLength, using: &generator)
+            return String((0..<length).map { _ in alphabet.randomElement(using: &generator) ?? "0" })
+        }
+    }
+
+    @Test func agreesWithInetPtonOnIPv6() {
+        let alphabet = Array("0123456789abcdefABCDEF::::...") + ["0", "0", "f"]
+        var accepted = 0
+        for text in Self.candidates(alphabet: alphabet, count: 200_000, maxLength: 16, seed: 42)
+            + ["::", "::1", "1::", "::ffff:1.2.3.4", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::1:2:3:4:5:6:7"]
+        {
+            guard text.contains(":") else { continue }
+            var buffer = in6_addr()
+            let system = inet_pton(AF_INET6, text, &buffer) == 1
+            let ours = IPAddress(text)
+            #expect((ours != nil) == system, "\(text)")
+            if system, let ours {
+                accepted += 1
+                var expected: UInt128 = 0
+                withUnsafeBytes(of: buffer) { for byte in $0 { expected = (expected << 8) | UInt128(byte) } }
+                #expect(ours == .v6(expected), "\(text)")
+                #expect(IPAddress(ours.description) == ours, "\(text)")
+            }
+        }
+        #expect(accepted > 100)
+    }
+
+    @Test func agreesWithInetPtonOnIPv4() {
+        let alphabet = Array("0123456789....") + ["2", "5"]
+        for text in Self.candidates(alphabet: alphabet, count: 100_000, maxLength: 16, seed: 7) {
+            var buffer = in_addr()
+            let system = inet_pton(AF_INET, text, &buffer) == 1
+            let ours = IPAddress(text)
+            #expect((ours != nil) == system, "\(text)")
+            if system {
+                #expect(ours == .v4(UInt32(bigEndian: buffer.s_addr)), "\(text)")
+            }
+        }
+    }
+}
