@@ -2,6 +2,14 @@ import Testing
 
 @testable import ImageFetchWorker
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 @Suite struct URLPolicyTests {
     private func validated(_ string: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> ValidatedURL {
         switch URLPolicy.validate(string) {
@@ -31,7 +39,6 @@ import Testing
         ("http://127.1/", "http://127.0.0.1/", "127.0.0.1"),
         ("http://127.0.1/", "http://127.0.0.1/", "127.0.0.1"),
         ("http://0/", "http://0.0.0.0/", "0.0.0.0"),
-        ("http://0x/", "http://0.0.0.0/", "0.0.0.0"),
         ("http://10.0.0.1./x", "http://10.0.0.1/x", "10.0.0.1"),
         ("http://4294967295/", "http://255.255.255.255/", "255.255.255.255"),
         ("http://00000000000000000177.0.0.1/", "http://127.0.0.1/", "127.0.0.1"),
@@ -86,7 +93,7 @@ import Testing
         "http://example.com:80:80/", "http://::1/",
         "http://exämple.com/", "http://ex%61mple.com/", "http://example.com\\@evil/", "http://a..b/", "http://./",
         "http://1.2.3.256/", "http://256.0.0.1/", "http://4294967296/", "http://1.2.3.4.5/", "http://08.0.0.1/",
-        "http://example.123/", "http://1..2/",
+        "http://example.123/", "http://1..2/", "http://0x/", "http://0x.1/", "http://1.0x/",
     ])
     func rejectsInvalidURLs(input: String) {
         #expect(errorCode(input) == .invalidURL)
@@ -115,5 +122,33 @@ import Testing
             #expect(!error.message.contains(secret))
             #expect(!error.retryable)
         }
+    }
+}
+
+/// Compares the lenient IPv4 reading of URL hosts with the C library's `inet_aton`, which is what
+/// the "ends in a number" rule imitates.
+@Suite struct URLPolicyDifferentialTests {
+    @Test func numericHostsReadLikeInetAton() {
+        var generator = IPAddressDifferentialTests.SplitMix64(state: 2024)
+        let alphabet = Array("0123456789x.") + ["0", "0", "7", "f"]
+        var compared = 0
+        for _ in 0..<100_000 {
+            let length = Int.random(in: 1...14, using: &generator)
+            let host = String((0..<length).map { _ in alphabet.randomElement(using: &generator) ?? "0" })
+            // Only hosts that end in a decimal digit are numeric for both readers; a trailing dot
+            // is the DNS root to a URL but an error to inet_aton.
+            guard let last = host.last, last.isNumber, host.first != "." else { continue }
+            var buffer = in_addr()
+            let system = inet_aton(host, &buffer) != 0
+            let ours = try? URLPolicy.validate("http://\(host)/").get().host
+            if system {
+                #expect(ours == IPAddress.v4(UInt32(bigEndian: buffer.s_addr)).description, "\(host)")
+            } else if ours != nil {
+                // Ours may accept only what is a plain host name, never a different address.
+                #expect(ours.map { IPAddress($0) == nil } == true, "\(host)")
+            }
+            compared += 1
+        }
+        #expect(compared > 1000)
     }
 }

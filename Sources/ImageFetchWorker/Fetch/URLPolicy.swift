@@ -11,7 +11,8 @@
 ///   `-`, `_` and `.`. A host that ends in a number is read as an IPv4 address the way `inet_aton`
 ///   and browsers (WHATWG URL) read it — decimal `2130706433`, octal `0177.0.0.1`, hex
 ///   `0x7f000001` or `0x7f.0.0.1`, short forms `127.1` — and normalised to a dotted quad, so the
-///   host checked is the host connected. If it does not read as one, it is `invalid_url`.
+///   host checked is the host connected. If it does not read as one, it is `invalid_url`; so is
+///   a bare `0x` part, which WHATWG reads as 0 but `inet_aton` and curl refuse.
 /// - The port, if any, is 1…65535. An empty port (`host:`) means the default.
 /// - Spaces and control characters anywhere are `invalid_url`; so is a URL over ``maxLength``
 ///   bytes of UTF-8.
@@ -158,10 +159,14 @@ public enum URLPolicy {
         return String(decoding: lower, as: UTF8.self)
     }
 
-    /// WHATWG URL's "ends in a number": all decimal digits, or `0x` followed by hex digits.
+    /// WHATWG URL's "ends in a number": all decimal digits, or `0x` followed by hex digits (or
+    /// by nothing).
     private static func endsInANumber(_ label: ArraySlice<UInt8>) -> Bool {
         if label.allSatisfy(IPAddress.isDigit) { return true }
-        return parseIPv4Number(label) != nil
+        guard label.count >= 2, label.first == ascii("0"),
+            label[label.startIndex + 1] | 0x20 == ascii("x")
+        else { return false }
+        return label.dropFirst(2).allSatisfy { IPAddress.hexValue($0) != nil }
     }
 
     /// Reads one to four parts the way `inet_aton` and WHATWG URL do: each part decimal, octal
@@ -196,7 +201,8 @@ public enum URLPolicy {
             radix = 8
             digits = digits.dropFirst()
         }
-        guard radix == 16 || !digits.isEmpty else { return nil }
+        // A bare `0x` is 0 to WHATWG URL but an error to inet_aton and curl; refuse the ambiguity.
+        guard !digits.isEmpty else { return nil }
         var value: UInt64 = 0
         for byte in digits {
             guard let digit = IPAddress.hexValue(byte), UInt64(digit) < radix else { return nil }
