@@ -149,7 +149,7 @@ import Darwin
     @Test func agreesWithInetPtonOnIPv6() {
         let alphabet = Array("0123456789abcdefABCDEF::::...") + ["0", "0", "f"]
         var accepted = 0
-        for text in Self.candidates(alphabet: alphabet, count: 200_000, maxLength: 16, seed: 42)
+        for text in Self.candidates(alphabet: alphabet, count: 60_000, maxLength: 16, seed: 42)
             + ["::", "::1", "1::", "::ffff:1.2.3.4", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::1:2:3:4:5:6:7"]
         {
             guard text.contains(":") else { continue }
@@ -170,7 +170,7 @@ import Darwin
 
     @Test func agreesWithInetPtonOnIPv4() {
         let alphabet = Array("0123456789....") + ["2", "5"]
-        for text in Self.candidates(alphabet: alphabet, count: 100_000, maxLength: 16, seed: 7) {
+        for text in Self.candidates(alphabet: alphabet, count: 40_000, maxLength: 16, seed: 7) {
             var buffer = in_addr()
             let system = inet_pton(AF_INET, text, &buffer) == 1
             let ours = IPAddress(text)
