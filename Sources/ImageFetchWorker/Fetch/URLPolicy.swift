@@ -1,0 +1,248 @@
+/// The checks a job's URL (and each redirect target) passes before any network use.
+///
+/// This is a small, strict parser rather than Foundation's `URL`, so that what is checked is
+/// exactly what libcurl is given. It accepts `scheme://host[:port][/path][?query][#fragment]`:
+///
+/// - The scheme is case-insensitive and must be `http` or `https`; anything else is
+///   `unsupported_scheme`. Text without a scheme (`/relative`, `//host/x`) is `invalid_url`.
+/// - The authority must be present and must not hold user info: an `@` between `//` and the first
+///   `/`, `?` or `#` is `invalid_url`. An `@` later in the path or query is fine.
+/// - The host is an IPv6 literal in brackets (no zone index), or a name of ASCII letters, digits,
+///   `-`, `_` and `.`. A host that ends in a number is read as an IPv4 address the way `inet_aton`
+///   and browsers (WHATWG URL) read it — decimal `2130706433`, octal `0177.0.0.1`, hex
+///   `0x7f000001` or `0x7f.0.0.1`, short forms `127.1` — and normalised to a dotted quad, so the
+///   host checked is the host connected. If it does not read as one, it is `invalid_url`; so is
+///   a bare `0x` part, which WHATWG reads as 0 but `inet_aton` and curl refuse.
+/// - The port, if any, is 1…65535. An empty port (`host:`) means the default.
+/// - Spaces and control characters anywhere are `invalid_url`; so is a URL over ``maxLength``
+///   bytes of UTF-8.
+///
+/// Path and query are kept as given, percent-encoding included; only non-ASCII bytes are
+/// percent-encoded. The fragment is dropped, since it is never sent.
+///
+/// Error messages name the problem, never the URL.
+public enum URLPolicy {
+    /// The longest URL accepted, in bytes of UTF-8: 8 KiB.
+    public static let maxLength = 8192
+
+    /// Checks `string` before any network use: absolute, `http` or `https` only (otherwise
+    /// `unsupported_scheme`), has a host, no user info, at most ``maxLength`` bytes, no spaces or
+    /// control characters (otherwise `invalid_url`).
+    ///
+    /// - Returns: the normalised URL, or the `invalid_url` / `unsupported_scheme` error.
+    public static func validate(_ string: String) -> Result<ValidatedURL, JobError> {
+        do {
+            return .success(try parse(string))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    // MARK: - Parsing
+
+    private static func invalid(_ message: String) -> JobError {
+        JobError(.invalidURL, message)
+    }
+
+    private static func parse(_ string: String) throws(JobError) -> ValidatedURL {
+        let bytes = Array(string.utf8)
+        guard bytes.count <= maxLength else {
+            throw invalid("the URL is longer than \(maxLength) bytes")
+        }
+        guard !bytes.isEmpty else { throw invalid("the URL is empty") }
+        for scalar in string.unicodeScalars where isForbidden(scalar) {
+            throw invalid("the URL contains a space or a control character")
+        }
+
+        // Scheme.
+        guard let colon = bytes.firstIndex(of: ascii(":")),
+            colon > 0,
+            isAlpha(bytes[0]),
+            bytes[1..<colon].allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("+") || $0 == ascii("-") || $0 == ascii(".") })
+        else {
+            throw invalid("the URL is not absolute (it has no scheme)")
+        }
+        let scheme = String(decoding: bytes[..<colon].map(lowercased), as: UTF8.self)
+        guard scheme == "http" || scheme == "https" else {
+            let shown = scheme.count > 20 ? String(scheme.prefix(20)) + "…" : scheme
+            throw JobError(.unsupportedScheme, "the URL scheme \"\(shown)\" is not supported; only http and https are")
+        }
+
+        // Authority.
+        let afterScheme = bytes[(colon + 1)...]
+        guard afterScheme.starts(with: [ascii("/"), ascii("/")]) else {
+            throw invalid("the URL has no host (no // after the scheme)")
+        }
+        let authorityStart = afterScheme.startIndex + 2
+        let authorityEnd =
+            bytes[authorityStart...].firstIndex(where: { $0 == ascii("/") || $0 == ascii("?") || $0 == ascii("#") })
+            ?? bytes.endIndex
+        let authority = bytes[authorityStart..<authorityEnd]
+        guard !authority.contains(ascii("@")) else {
+            throw invalid("the URL contains user info, which is not allowed")
+        }
+        let (host, portText) = try parseAuthority(authority)
+
+        // Path and query, without the fragment.
+        var rest = bytes[authorityEnd...]
+        if let hash = rest.firstIndex(of: ascii("#")) {
+            rest = rest[..<hash]
+        }
+        var tail = ""
+        if rest.first != ascii("/") { tail = "/" }
+        tail += percentEncodingNonASCII(rest)
+
+        var url = scheme + "://" + host
+        if let portText { url += ":" + portText }
+        url += tail
+        return ValidatedURL(url: url, scheme: scheme, host: host, isHTTPS: scheme == "https")
+    }
+
+    /// Splits and checks `host[:port]`; gives the normalised host and the port as decimal text.
+    private static func parseAuthority(_ authority: ArraySlice<UInt8>) throws(JobError) -> (String, String?) {
+        let host: String
+        let afterHost: ArraySlice<UInt8>
+        if authority.first == ascii("[") {
+            guard let close = authority.firstIndex(of: ascii("]")) else {
+                throw invalid("the host is an IPv6 literal without a closing bracket")
+            }
+            guard let value = IPAddress.parseV6(authority[(authority.startIndex + 1)..<close]) else {
+                throw invalid("the host is not a valid IPv6 address")
+            }
+            host = "[" + IPAddress.v6(value).description + "]"
+            afterHost = authority[(close + 1)...]
+        } else {
+            let end = authority.firstIndex(of: ascii(":")) ?? authority.endIndex
+            host = try normaliseHostName(authority[..<end])
+            afterHost = authority[end...]
+        }
+
+        guard let first = afterHost.first else { return (host, nil) }
+        guard first == ascii(":") else {
+            throw invalid("the host is followed by something other than a port")
+        }
+        let digits = afterHost.dropFirst()
+        if digits.isEmpty { return (host, nil) }
+        guard digits.count <= 5, digits.allSatisfy(IPAddress.isDigit) else {
+            throw invalid("the port is not a number between 1 and 65535")
+        }
+        let port = digits.reduce(0) { $0 * 10 + Int($1 - ascii("0")) }
+        guard (1...65535).contains(port) else {
+            throw invalid("the port is not a number between 1 and 65535")
+        }
+        return (host, String(port))
+    }
+
+    /// Lower-cases a host name, and turns a host that ends in a number into a dotted quad.
+    private static func normaliseHostName(_ bytes: ArraySlice<UInt8>) throws(JobError) -> String {
+        guard !bytes.isEmpty else { throw invalid("the URL has no host") }
+        guard bytes.allSatisfy({ $0 < 0x80 }) else {
+            throw invalid("the host name is not ASCII; internationalised names must be in punycode (xn--) form")
+        }
+        guard bytes.allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("-") || $0 == ascii(".") || $0 == ascii("_") }) else {
+            throw invalid("the host name contains a character that is not allowed")
+        }
+        let lower = bytes.map(lowercased)
+        var labels = lower.split(separator: ascii("."), omittingEmptySubsequences: false)
+        if labels.count > 1, labels.last?.isEmpty == true {
+            labels.removeLast()  // One trailing dot is the root; it is allowed.
+        }
+        guard labels.allSatisfy({ !$0.isEmpty }) else {
+            throw invalid("the host name has an empty label")
+        }
+        if let last = labels.last, endsInANumber(last) {
+            guard let value = parseLenientIPv4(labels) else {
+                throw invalid("the host looks like an IPv4 address but is not a valid one")
+            }
+            return IPAddress.dottedQuad(value)
+        }
+        return String(decoding: lower, as: UTF8.self)
+    }
+
+    /// WHATWG URL's "ends in a number": all decimal digits, or `0x` followed by hex digits (or
+    /// by nothing).
+    private static func endsInANumber(_ label: ArraySlice<UInt8>) -> Bool {
+        if label.allSatisfy(IPAddress.isDigit) { return true }
+        guard label.count >= 2, label.first == ascii("0"),
+            label[label.startIndex + 1] | 0x20 == ascii("x")
+        else { return false }
+        return label.dropFirst(2).allSatisfy { IPAddress.hexValue($0) != nil }
+    }
+
+    /// Reads one to four parts the way `inet_aton` and WHATWG URL do: each part decimal, octal
+    /// (leading `0`) or hex (`0x`); the last part fills the remaining bytes.
+    private static func parseLenientIPv4(_ parts: [ArraySlice<UInt8>]) -> UInt32? {
+        guard (1...4).contains(parts.count) else { return nil }
+        var numbers: [UInt64] = []
+        for part in parts {
+            guard let number = parseIPv4Number(part) else { return nil }
+            numbers.append(number)
+        }
+        guard let last = numbers.last else { return nil }
+        for number in numbers.dropLast() where number > 255 { return nil }
+        guard last < (UInt64(1) << (8 * UInt64(5 - numbers.count))) else { return nil }
+        var result = last
+        for (index, number) in numbers.dropLast().enumerated() {
+            result += number << (8 * UInt64(3 - index))
+        }
+        return UInt32(exactly: result)
+    }
+
+    /// One part of a lenient IPv4 address; `nil` when it is not a number or is over 2³².
+    private static func parseIPv4Number(_ part: ArraySlice<UInt8>) -> UInt64? {
+        var digits = part
+        var radix: UInt64 = 10
+        if digits.count >= 2, digits.first == ascii("0"),
+            digits[digits.startIndex + 1] == ascii("x") || digits[digits.startIndex + 1] == ascii("X")
+        {
+            radix = 16
+            digits = digits.dropFirst(2)
+        } else if digits.count >= 2, digits.first == ascii("0") {
+            radix = 8
+            digits = digits.dropFirst()
+        }
+        // A bare `0x` is 0 to WHATWG URL but an error to inet_aton and curl; refuse the ambiguity.
+        guard !digits.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard let digit = IPAddress.hexValue(byte), UInt64(digit) < radix else { return nil }
+            value = value * radix + UInt64(digit)
+            if value > UInt64(UInt32.max) + 1 { return nil }
+        }
+        return value
+    }
+
+    private static func percentEncodingNonASCII(_ bytes: ArraySlice<UInt8>) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        for byte in bytes {
+            if byte < 0x80 {
+                out.append(byte)
+            } else {
+                out.append(ascii("%"))
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// C0 and C1 controls, DEL, and every kind of white space.
+    private static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {
+        let value = scalar.value
+        return value <= 0x20 || (0x7F...0x9F).contains(value) || scalar.properties.isWhitespace
+    }
+
+    private static func ascii(_ character: Unicode.Scalar) -> UInt8 {
+        UInt8(truncatingIfNeeded: character.value)
+    }
+
+    private static func isAlpha(_ byte: UInt8) -> Bool {
+        (byte | 0x20) >= ascii("a") && (byte | 0x20) <= ascii("z")
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        byte >= ascii("A") && byte <= ascii("Z") ? byte | 0x20 : byte
+    }
+}
