@@ -51,7 +51,8 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
         self.fetchEngine = try FetchEngine(configuration: configuration.fetch, addressPolicy: { address in
-            guard let ip = IPAddress(sockaddr: address) else { return nil }
+            // Unknown address families are refused: the guard only allows what it can judge.
+            guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
             return policy.deniedClass(of: ip)
         })
         switch configuration.storage.kind {
