@@ -297,6 +297,26 @@ struct FetchEngineTests {
         }
     }
 
+    @Test("1,024 concurrent transfers on the one loop")
+    func scale() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil)
+        let count = 1024
+        let responses = await withTaskGroup(of: FetchResponse.self) { group in
+            for _ in 0..<count {
+                group.addTask { await Self.fetch(engine, origin.url("/slow?ms=1000")) }
+            }
+            var all: [FetchResponse] = []
+            for await response in group { all.append(response) }
+            return all
+        }
+        #expect(responses.filter { $0.error == nil }.count == count)
+        #expect(origin.stats.maxInFlight >= count / 2)
+        #expect(engine.activeTransfers == 0)
+        engine.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test("sequential fetches reuse the keep-alive connection")
     func connectionReuse() async throws {
         try await Self.withOrigin { origin, engine in
