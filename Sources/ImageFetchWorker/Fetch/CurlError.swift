@@ -1,0 +1,32 @@
+import CCurl
+
+/// A failed libcurl call, with the code libcurl returned.
+enum CurlError: Error, Sendable {
+    /// An easy-interface call (`curl_easy_*`) failed.
+    case easy(CURLcode)
+    /// A multi-interface call (`curl_multi_*`) failed.
+    case multi(CURLMcode)
+    /// `curl_global_init`, `curl_easy_init`, `curl_multi_init` or `curl_slist_append` returned nothing.
+    case initFailed
+
+    /// libcurl's own short description; it never contains a URL.
+    var reason: String {
+        switch self {
+        case .easy(let code): return String(cString: curl_easy_strerror(code))
+        case .multi(let code): return String(cString: curl_multi_strerror(code))
+        case .initFailed: return "libcurl could not allocate a handle"
+        }
+    }
+}
+
+/// Process-wide libcurl initialisation, done once before the first handle is created.
+enum CurlGlobal {
+    /// The result of `curl_global_init`; Swift runs this initialiser exactly once, thread-safely.
+    static let initialization: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+
+    /// Initialises libcurl if it was not yet, and reports whether that worked.
+    static func ensureInitialized() throws(CurlError) {
+        let code = initialization
+        guard code == CURLE_OK else { throw .easy(code) }
+    }
+}

@@ -1,0 +1,373 @@
+import CCurl
+import CShims
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The engine's single event loop: one long-running work item on the serial fetch queue that
+/// drives a libcurl multi handle with `curl_multi_perform` and sleeps in `curl_multi_poll`.
+///
+/// Other threads talk to it only through a locked inbox of commands, and wake it with
+/// `curl_multi_wakeup` when the inbox goes from empty to not empty, so a new transfer reaches the
+/// wire at once and an idle loop sleeps in `poll(2)` without using CPU.
+///
+/// `@unchecked Sendable` because the inbox is behind a `Mutex`, the counters are atomics, the
+/// multi handle is only woken from other threads (thread-safe), and everything else (the
+/// running transfers, the handle pool, the multi handle's other calls) is touched only by
+/// ``run()`` on the fetch queue.
+final class FetchLoop: @unchecked Sendable {
+    enum Command {
+        case start(FetchTransfer)
+        case cancel(UInt64)
+        case cancelAll
+        case shutdown
+    }
+
+    struct Inbox {
+        var commands: [Command] = []
+        /// A wake-up was sent and the loop has not drained the inbox since.
+        var wakeupPending = false
+        /// ``FetchEngine/shutdown()`` was called: no more commands are accepted.
+        var stopping = false
+    }
+
+    /// The serial queue the loop and every completion run on.
+    let queue: DispatchQueue
+    /// Transfers accepted and not yet completed.
+    let active = Atomic<Int>(0)
+    /// Left when ``run()`` has returned.
+    let exited = DispatchGroup()
+
+    private let configuration: WorkerConfiguration.Fetch
+    private let addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?
+    private let multi: CurlMultiHandle
+    private let inbox = Mutex(Inbox())
+    /// `pthread_self()` of the loop while it runs, 0 otherwise.
+    private let loopThread = Atomic<UInt>(0)
+
+    // Fetch-queue-only state.
+    private var drained: [Command] = []
+    private var running: [UInt64: FetchTransfer] = [:]
+    private var pool: [CurlEasyHandle] = []
+    private let poolLimit: Int
+
+    // Per-transfer settings, converted once.
+    private let connectTimeoutMs: Int
+    private let timeoutMs: Int
+
+    /// The longest `curl_multi_poll` sleep; libcurl shortens it to its own next timeout, and
+    /// `curl_multi_wakeup` interrupts it, so this only bounds how long an idle loop sleeps.
+    private static let idleWaitMs: Int32 = 60_000
+
+    init(
+        configuration: WorkerConfiguration.Fetch,
+        addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
+        maxConnections: Int
+    ) throws(CurlError) {
+        self.configuration = configuration
+        self.addressPolicy = addressPolicy
+        self.queue = DispatchQueue(label: "image-fetch-worker.fetch")
+        self.multi = try CurlMultiHandle()
+        self.poolLimit = max(maxConnections, 16)
+        self.connectTimeoutMs = Self.milliseconds(configuration.connectTimeout)
+        self.timeoutMs = Self.milliseconds(configuration.timeout)
+        // The connection cache; idle connections beyond it are closed, oldest first.
+        try multi.set(CURLMOPT_MAXCONNECTS, max(maxConnections, 1))
+        // Make sure waking works here, before anything depends on it.
+        try multi.wakeup()
+        drained.reserveCapacity(64)
+        running.reserveCapacity(64)
+    }
+
+    private static func milliseconds(_ seconds: Double) -> Int {
+        guard seconds.isFinite, seconds > 0 else { return 0 }  // 0 = no limit for libcurl
+        return Int(min(seconds * 1000, Double(Int32.max)).rounded(.up))
+    }
+
+    /// Starts ``run()`` on the fetch queue.
+    func start() {
+        exited.enter()
+        queue.async { self.run() }
+    }
+
+    /// Whether the caller is the loop (a completion, an inspector, the address policy).
+    var isOnLoopThread: Bool {
+        loopThread.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    // MARK: Any thread
+
+    /// Hands a new transfer to the loop; after shutdown it completes at once with `.aborted`.
+    func submit(_ transfer: FetchTransfer) {
+        active.add(1, ordering: .relaxed)
+        if !send(.start(transfer)) {
+            queue.async { self.complete(transfer, FetchResponse(error: Self.abortedError)) }
+        }
+    }
+
+    /// Queues a command and wakes the loop if needed; false if the loop no longer accepts any.
+    @discardableResult
+    func send(_ command: Command) -> Bool {
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            guard !inbox.stopping else { return (false, false) }
+            if case .shutdown = command { inbox.stopping = true }
+            inbox.commands.append(command)
+            let wake = !inbox.wakeupPending
+            inbox.wakeupPending = true
+            return (true, wake)
+        }
+        if wake {
+            // Cannot fail for a valid handle; if it did, the loop still sees the command when
+            // libcurl's next timeout or socket event ends its wait.
+            try? multi.wakeup()
+        }
+        return accepted
+    }
+
+    // MARK: Fetch queue
+
+    static let abortedError = JobError(.aborted, "the transfer was aborted")
+
+    /// The loop; returns after a shutdown command, with every transfer completed.
+    private func run() {
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        while true {
+            if processInbox() { break }
+            do {
+                try multi.perform()
+            } catch {
+                // Only a misuse of the API fails here; the transfers carry their own results.
+            }
+            while let (handle, result) = multi.nextCompletion() {
+                guard let pointer = CurlEasyHandleRef.transferPointer(handle) else { continue }
+                finish(FetchTransfer.from(pointer), result: result)
+            }
+            do {
+                try multi.poll(timeoutMilliseconds: Self.idleWaitMs)
+            } catch {
+                usleep(1000)  // never spin on a failing poll
+            }
+        }
+        abortAll()
+        pool.removeAll()
+        loopThread.store(0, ordering: .relaxed)
+        exited.leave()
+    }
+
+    /// Runs the queued commands; true once shutdown was among them.
+    private func processInbox() -> Bool {
+        inbox.withLock { inbox in
+            swap(&inbox.commands, &self.drained)
+            inbox.wakeupPending = false
+        }
+        var stopping = false
+        for command in drained {
+            switch command {
+            case .start(let transfer):
+                if stopping {
+                    complete(transfer, FetchResponse(error: Self.abortedError))
+                } else {
+                    begin(transfer)
+                }
+            case .cancel(let id):
+                if let transfer = running[id] { finish(transfer, result: CURLE_OK, aborted: true) }
+            case .cancelAll:
+                abortAll()
+            case .shutdown:
+                stopping = true
+                abortAll()
+            }
+        }
+        drained.removeAll(keepingCapacity: true)
+        return stopping
+    }
+
+    private func abortAll() {
+        guard !running.isEmpty else { return }
+        for transfer in Array(running.values) {
+            finish(transfer, result: CURLE_OK, aborted: true)
+        }
+    }
+
+    /// Configures a pooled (or new) easy handle for the transfer and adds it to the multi handle.
+    private func begin(_ transfer: FetchTransfer) {
+        let easy: CurlEasyHandle
+        if let pooled = pool.popLast() {
+            easy = pooled
+        } else {
+            do {
+                easy = try CurlEasyHandle()
+            } catch {
+                complete(transfer, FetchResponse(error: Self.setupError(error)))
+                return
+            }
+        }
+        transfer.easy = easy
+        do {
+            try configure(easy, for: transfer)
+            try multi.add(easy)
+        } catch {
+            release(easy, of: transfer)
+            complete(transfer, FetchResponse(error: Self.setupError(error)))
+            return
+        }
+        running[transfer.id] = transfer
+    }
+
+    private static func setupError(_ error: CurlError) -> JobError {
+        switch error {
+        case .easy(CURLE_URL_MALFORMAT): return JobError(.invalidURL, "the URL is malformed")
+        case .easy(CURLE_UNSUPPORTED_PROTOCOL):
+            return JobError(.unsupportedScheme, "the URL used a scheme other than http or https")
+        default: return JobError(.connectFailed, "the transfer could not be set up: \(error.reason)")
+        }
+    }
+
+    private func configure(_ easy: CurlEasyHandle, for transfer: FetchTransfer) throws(CurlError) {
+        let request = transfer.request
+        if request.url.utf8.contains(0) { throw .easy(CURLE_URL_MALFORMAT) }
+        try easy.set(CURLOPT_URL, request.url)
+        try easy.set(CURLOPT_NOSIGNAL, 1)
+        try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        // No proxy from the environment: the address veto must see the origin's address.
+        try easy.set(CURLOPT_PROXY, "")
+        try easy.set(CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMs)
+        try easy.set(CURLOPT_TIMEOUT_MS, timeoutMs)
+        if configuration.lowSpeedLimit > 0, configuration.lowSpeedTime > 0 {
+            try easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
+            try easy.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedTime)
+        }
+        try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
+        try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(configuration.maxBytes))
+
+        var headers = request.headers
+        switch request.method {
+        case .get, .head:
+            if request.method == .head { try easy.set(CURLOPT_NOBODY, 1) }
+            try easy.set(CURLOPT_FOLLOWLOCATION, 1)
+            try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
+        case .put:
+            // The body goes in as (copied) POST fields under the PUT method, so libcurl knows its
+            // length up front and CURLOPT_AWS_SIGV4 can hash the payload.
+            try easy.set(CURLOPT_CUSTOMREQUEST, "PUT")
+            let upload = request.uploadBody ?? []
+            try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: Int64(upload.count))
+            if upload.isEmpty {
+                try easy.set(CURLOPT_COPYPOSTFIELDS, "")
+            } else {
+                let code = upload.withUnsafeBytes {
+                    ifw_easy_setopt_pointer(easy.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress))
+                }
+                guard code == CURLE_OK else { throw .easy(code) }
+            }
+            // Drop the form Content-Type libcurl would add for POST fields, and Expect: 100-continue.
+            if !headers.contains(where: { Self.isHeader($0, named: "content-type") }) { headers.append("Content-Type:") }
+            headers.append("Expect:")
+        }
+        if !headers.isEmpty {
+            let list = try CurlStringList(headers)
+            transfer.headerList = list
+            try easy.set(CURLOPT_HTTPHEADER, list: list)
+        }
+        if let sigV4 = request.awsSigV4 { try easy.set(CURLOPT_AWS_SIGV4, sigV4) }
+        if let userPassword = request.userPassword { try easy.set(CURLOPT_USERPWD, userPassword) }
+        if addressPolicy != nil, !request.checkAddresses {
+            // A connection opened without the veto must never carry a vetted transfer: do not
+            // keep it for reuse, and do not multiplex HTTP/2 streams of other transfers onto it.
+            try easy.set(CURLOPT_FORBID_REUSE, 1)
+            try easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        }
+
+        let opaque = transfer.opaque
+        try easy.set(CURLOPT_PRIVATE, pointer: opaque)
+        try easy.set(CURLOPT_WRITEDATA, pointer: opaque)
+        try easy.setWriteCallback { data, size, count, userdata in
+            let bytes = size * count
+            let ok = FetchTransfer.from(userdata).receive(
+                UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: bytes)
+            return ok ? bytes : 0
+        }
+        try easy.set(CURLOPT_HEADERDATA, pointer: opaque)
+        try easy.setHeaderCallback { data, size, count, userdata in
+            let bytes = size * count
+            FetchTransfer.from(userdata).header(UnsafeRawBufferPointer(start: data, count: bytes))
+            return bytes
+        }
+        if transfer.addressPolicy != nil {
+            try easy.set(CURLOPT_OPENSOCKETDATA, pointer: opaque)
+            try easy.setOpenSocketCallback { userdata, _, address in
+                FetchTransfer.from(userdata).openSocket(address)
+            }
+        }
+    }
+
+    private static func isHeader(_ line: String, named name: String) -> Bool {
+        guard let colon = line.firstIndex(of: ":") else { return false }
+        return line[..<colon].lowercased() == name
+    }
+
+    /// Removes a transfer from the multi handle, gathers its outcome and completes it.
+    private func finish(_ transfer: FetchTransfer, result: CURLcode, aborted: Bool = false) {
+        guard let easy = transfer.easy else { return }
+        running[transfer.id] = nil
+        do {
+            try multi.remove(easy)
+        } catch {
+            // Only fails for a handle that is not in this multi handle; nothing left to undo.
+        }
+        let status = easy.long(CURLINFO_RESPONSE_CODE) ?? 0
+        var response = FetchResponse()
+        if status > 0 {
+            response.httpStatus = status
+            response.contentType = transfer.contentType
+        }
+        response.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
+        response.redirects = easy.long(CURLINFO_REDIRECT_COUNT) ?? 0
+        response.timings = FetchTimings(
+            dnsMs: Self.ms(easy, CURLINFO_NAMELOOKUP_TIME_T),
+            connectMs: Self.ms(easy, CURLINFO_CONNECT_TIME_T),
+            tlsMs: Self.ms(easy, CURLINFO_APPCONNECT_TIME_T),
+            ttfbMs: Self.ms(easy, CURLINFO_STARTTRANSFER_TIME_T),
+            totalMs: Self.ms(easy, CURLINFO_TOTAL_TIME_T))
+        if aborted {
+            response.error = Self.abortedError
+        } else {
+            response.error = transfer.error(for: result, status: status, configuration: configuration)
+        }
+        if response.error == nil { response.body = transfer.takeBody() }
+        release(easy, of: transfer)
+        complete(transfer, response)
+    }
+
+    @inline(__always)
+    private static func ms(_ easy: CurlEasyHandle, _ info: CURLINFO) -> Double {
+        Double(easy.offset(info) ?? 0) / 1000
+    }
+
+    /// Resets the easy handle (dropping its pointers into the transfer) and pools it.
+    private func release(_ easy: CurlEasyHandle, of transfer: FetchTransfer) {
+        easy.reset()
+        transfer.easy = nil
+        transfer.headerList = nil
+        if pool.count < poolLimit { pool.append(easy) }
+    }
+
+    private func complete(_ transfer: FetchTransfer, _ response: FetchResponse) {
+        active.subtract(1, ordering: .relaxed)
+        transfer.completion(response)
+    }
+}
+
+/// Reads `CURLINFO_PRIVATE` from a bare easy handle pointer, as `curl_multi_info_read` returns it.
+enum CurlEasyHandleRef {
+    static func transferPointer(_ handle: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        var value: UnsafeMutableRawPointer? = nil
+        return ifw_easy_getinfo_pointer(handle, CURLINFO_PRIVATE, &value) == CURLE_OK ? value : nil
+    }
+}

@@ -1,0 +1,53 @@
+/// What an ``FetchRequest/inspector`` decides after looking at the body received so far.
+public enum BodyVerdict: Sendable {
+    /// Keep receiving and call the inspector again after the next chunk.
+    case needMore
+    /// The body is acceptable; stop inspecting and receive the rest.
+    case accept
+    /// Abort the transfer; the response carries this error.
+    case reject(JobError)
+}
+
+/// One HTTP transfer for ``FetchEngine``.
+///
+/// The engine applies the limits of `WorkerConfiguration.Fetch` (timeouts, body size, redirects,
+/// user agent) to every request; a request only says what to fetch and how.
+public struct FetchRequest: Sendable {
+    /// The HTTP method.
+    public enum Method: String, Sendable {
+        case get = "GET"
+        case put = "PUT"
+        case head = "HEAD"
+    }
+
+    /// The absolute `http` or `https` URL. Never logged, never put into error messages.
+    public var url: String
+    /// The method; redirects are followed for GET and HEAD only.
+    public var method: Method = .get
+    /// Extra request headers, each `"Name: value"`.
+    public var headers: [String] = []
+    /// The request body for PUT. It is copied into libcurl, which also lets
+    /// ``awsSigV4`` sign the payload.
+    public var uploadBody: [UInt8]? = nil
+    /// `CURLOPT_AWS_SIGV4`, for example `"aws:amz:REGION:s3"`.
+    public var awsSigV4: String? = nil
+    /// `CURLOPT_USERPWD`, for SigV4 `"key:secret"`. Never logged.
+    public var userPassword: String? = nil
+    /// Called on the fetch queue with the whole body received so far, after each chunk, until it
+    /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(_:)`` aborts the
+    /// transfer with that error. Used for the early `too_many_pixels` check.
+    ///
+    /// It runs on the engine's only thread, so it must be quick and must not block.
+    public var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil
+    /// Apply the connect-time address veto (false for a configured S3 endpoint).
+    ///
+    /// A transfer that skips the veto never shares its connections with transfers that apply it,
+    /// so such transfers do not reuse connections. Give an S3 sink its own ``FetchEngine`` with no
+    /// address policy if it needs keep-alive.
+    public var checkAddresses: Bool = true
+
+    /// A GET of `url`.
+    public init(url: String) {
+        self.url = url
+    }
+}

@@ -1,0 +1,64 @@
+/// Phase timings of one transfer, in milliseconds, as libcurl reports them.
+///
+/// Each value is measured from the start of the transfer to the end of its phase (libcurl's
+/// `*_TIME_T` values), so they grow in order: ``dnsMs`` ≤ ``connectMs`` ≤ ``tlsMs`` (0 without
+/// TLS) ≤ ``ttfbMs`` ≤ ``totalMs``. A reused connection reports 0 for DNS and connect.
+public struct FetchTimings: Sendable, Equatable {
+    /// Name resolution done.
+    public var dnsMs: Double
+    /// TCP connection established.
+    public var connectMs: Double
+    /// TLS handshake done (0 for plain HTTP).
+    public var tlsMs: Double
+    /// First byte of the response received.
+    public var ttfbMs: Double
+    /// Whole transfer, redirects included.
+    public var totalMs: Double
+
+    /// Creates timings from milliseconds.
+    public init(dnsMs: Double, connectMs: Double, tlsMs: Double, ttfbMs: Double, totalMs: Double) {
+        self.dnsMs = dnsMs
+        self.connectMs = connectMs
+        self.tlsMs = tlsMs
+        self.ttfbMs = ttfbMs
+        self.totalMs = totalMs
+    }
+}
+
+/// The outcome of one ``FetchRequest``.
+public struct FetchResponse: Sendable {
+    /// The final HTTP status, if a response came.
+    public var httpStatus: Int?
+    /// The declared Content-Type of the final response.
+    public var contentType: String?
+    /// The URL after redirects.
+    public var finalURL: String?
+    /// How many redirects were followed.
+    public var redirects: Int
+    /// Phase timings, if the transfer was started.
+    public var timings: FetchTimings?
+    /// The body; empty when ``error`` is set.
+    public var body: [UInt8]
+    /// nil means a 2xx response with a complete body that the inspector did not reject.
+    public var error: JobError?
+
+    /// Creates a response.
+    public init(
+        httpStatus: Int? = nil, contentType: String? = nil, finalURL: String? = nil, redirects: Int = 0,
+        timings: FetchTimings? = nil, body: [UInt8] = [], error: JobError? = nil
+    ) {
+        self.httpStatus = httpStatus
+        self.contentType = contentType
+        self.finalURL = finalURL
+        self.redirects = redirects
+        self.timings = timings
+        self.body = body
+        self.error = error
+    }
+}
+
+/// Identifies a transfer started by ``FetchEngine/fetch(_:completion:)``, for
+/// ``FetchEngine/cancel(_:)``.
+public struct FetchTicket: Sendable, Hashable {
+    let id: UInt64
+}

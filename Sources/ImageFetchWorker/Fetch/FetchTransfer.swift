@@ -1,0 +1,284 @@
+import CCurl
+import CShims
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The state of one transfer while libcurl works on it: the request, the body received so far, the
+/// facts the callbacks gathered, and why the engine aborted it, if it did.
+///
+/// libcurl reaches it through `Unmanaged` user-data pointers (`CURLOPT_PRIVATE`, `WRITEDATA`,
+/// `HEADERDATA`, `OPENSOCKETDATA`); the engine's table of running transfers holds the strong
+/// reference until the easy handle has been removed from the multi handle and reset.
+///
+/// `@unchecked Sendable` because it crosses threads exactly once: it is created by the caller of
+/// ``FetchEngine/fetch(_:completion:)`` and handed to the fetch queue through the engine's locked
+/// inbox. From then on it is touched only on the fetch queue (libcurl calls the callbacks from
+/// `curl_multi_perform`, which runs only there).
+final class FetchTransfer: @unchecked Sendable {
+    let id: UInt64
+    let request: FetchRequest
+    let completion: @Sendable (FetchResponse) -> Void
+    /// `fetch.max_bytes`.
+    let maxBytes: Int
+    /// The connect-time veto, nil when this transfer skips it.
+    let addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?
+
+    /// The easy handle while the transfer runs.
+    var easy: CurlEasyHandle?
+    /// `CURLOPT_HTTPHEADER`; lives as long as the easy handle points at it.
+    var headerList: CurlStringList?
+
+    /// The body of the current response.
+    private(set) var body: [UInt8] = []
+    /// Content-Type of the current (in the end: final) response.
+    private(set) var contentType: String?
+    /// Content-Length of the current response, if declared.
+    private(set) var contentLength: Int64?
+    /// Whether the first body chunk of the current response has been seen.
+    private var responseChecked = false
+    /// The current response is not 2xx: its body is counted but not kept.
+    private var discarding = false
+    private var discardedBytes = 0
+    /// Whether the inspector still wants to see the body.
+    private var inspecting: Bool
+    /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
+    private(set) var abortReason: JobError?
+    /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
+    private(set) var vetoedClass: String?
+
+    /// A non-2xx body larger than this is not drained for keep-alive; the transfer stops instead.
+    static let discardLimit = 64 * 1024
+
+    init(
+        id: UInt64, request: FetchRequest, maxBytes: Int,
+        addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
+        completion: @escaping @Sendable (FetchResponse) -> Void
+    ) {
+        self.id = id
+        self.request = request
+        self.maxBytes = maxBytes
+        self.addressPolicy = request.checkAddresses ? addressPolicy : nil
+        self.completion = completion
+        self.inspecting = request.inspector != nil
+    }
+
+    /// The pointer handed to libcurl as user data.
+    var opaque: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// The transfer behind a user-data pointer.
+    @inline(__always)
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> FetchTransfer {
+        Unmanaged<FetchTransfer>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    /// Hands the body over, leaving the transfer without one.
+    func takeBody() -> [UInt8] {
+        defer { body = [] }
+        return body
+    }
+
+    // MARK: Callbacks (fetch queue, inside curl_multi_perform)
+
+    /// The write callback: one chunk of the current response's body. Returns false to abort.
+    func receive(_ data: UnsafePointer<UInt8>, count: Int) -> Bool {
+        if !responseChecked {
+            responseChecked = true
+            startBody()
+        }
+        if discarding {
+            discardedBytes += count
+            if discardedBytes > Self.discardLimit {
+                abortReason = .httpStatus(currentStatus)
+                return false
+            }
+            return true
+        }
+        if body.count + count > maxBytes {
+            abortReason = JobError(.tooLarge, "the body is larger than \(maxBytes) bytes")
+            return false
+        }
+        body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
+        if inspecting, let inspector = request.inspector {
+            switch body.withUnsafeBytes(inspector) {
+            case .needMore:
+                break
+            case .accept:
+                inspecting = false
+            case .reject(let error):
+                inspecting = false
+                abortReason = error
+                return false
+            }
+        }
+        return true
+    }
+
+    private var currentStatus: Int {
+        easy?.long(CURLINFO_RESPONSE_CODE) ?? 0
+    }
+
+    /// The first body byte of a response has arrived: its status is known.
+    private func startBody() {
+        let status = currentStatus
+        if !(200...299).contains(status) {
+            discarding = true
+            return
+        }
+        if let declared = contentLength, declared > 0 {
+            body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
+        }
+    }
+
+    /// The header callback: one header line (status line included, CRLF included).
+    func header(_ line: UnsafeRawBufferPointer) {
+        guard let first = line.first else { return }
+        switch first {
+        case UInt8(ascii: "H"):
+            // A status line starts a new response (a redirect hop, a 100 Continue, the final one).
+            if Self.hasPrefix(line, Self.statusLinePrefix) { startResponse() }
+        case UInt8(ascii: "C"), UInt8(ascii: "c"):
+            if let value = Self.value(of: Self.contentTypePrefix, in: line) {
+                contentType = String(decoding: value, as: UTF8.self)
+            } else if let value = Self.value(of: Self.contentLengthPrefix, in: line) {
+                contentLength = Self.parseLength(value)
+            }
+        default:
+            break
+        }
+    }
+
+    private func startResponse() {
+        contentType = nil
+        contentLength = nil
+        responseChecked = false
+        discarding = false
+        discardedBytes = 0
+        if !body.isEmpty { body.removeAll(keepingCapacity: true) }
+    }
+
+    /// The open-socket callback: applies the veto, then opens the socket as libcurl would.
+    func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        if let addressPolicy {
+            // `addr` is followed by enough storage for the whole address (IPv6 included), so
+            // point at it in place instead of copying the 16-byte `struct sockaddr`.
+            let offset = MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr)!
+            let sockaddrPointer = UnsafeRawPointer(address).advanced(by: offset)
+                .assumingMemoryBound(to: sockaddr.self)
+            if let veto = addressPolicy(sockaddrPointer) {
+                vetoedClass = veto
+                return -1  // CURL_SOCKET_BAD
+            }
+        }
+        #if canImport(Glibc)
+        let type = address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue)
+        #else
+        let type = address.pointee.socktype
+        #endif
+        return socket(address.pointee.family, type, address.pointee.protocol)
+    }
+
+    // MARK: Outcome
+
+    /// The error for libcurl's result, or nil for a complete 2xx response.
+    func error(for result: CURLcode, status: Int, configuration: WorkerConfiguration.Fetch) -> JobError? {
+        if result == CURLE_OK {
+            guard status > 0 else { return JobError(.connectFailed, "the origin sent no HTTP response") }
+            guard (200...299).contains(status) else { return .httpStatus(status) }
+            if request.method == .get, let declared = contentLength, Int64(body.count) < declared {
+                return JobError(.truncated, "the body ended after \(body.count) of \(declared) bytes")
+            }
+            return nil
+        }
+        if let abortReason, result == CURLE_WRITE_ERROR || result == CURLE_ABORTED_BY_CALLBACK {
+            return abortReason
+        }
+        if let vetoedClass, result == CURLE_COULDNT_CONNECT {
+            return JobError(.forbiddenAddress, "refused to connect to a \(vetoedClass) address")
+        }
+        switch result {
+        case CURLE_COULDNT_RESOLVE_HOST:
+            return JobError(.dnsFailure, "the host name did not resolve")
+        case CURLE_COULDNT_CONNECT:
+            return JobError(.connectFailed, "the connection was refused or failed")
+        case CURLE_SEND_ERROR:
+            return JobError(.connectFailed, "the connection failed while sending")
+        case CURLE_RECV_ERROR:
+            return JobError(.connectFailed, "the connection failed while receiving")
+        case CURLE_GOT_NOTHING:
+            return JobError(.connectFailed, "the origin closed the connection without a response")
+        case CURLE_OPERATION_TIMEDOUT:
+            return JobError(.timeout, "the transfer timed out (connect, total or low-speed limit)")
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
+            CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED,
+            CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+            return JobError(.tlsFailure, "the TLS handshake or certificate check failed")
+        case CURLE_TOO_MANY_REDIRECTS:
+            return JobError(.tooManyRedirects, "more than \(configuration.maxRedirects) redirects")
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return JobError(.unsupportedScheme, "the URL or a redirect used a scheme other than http or https")
+        case CURLE_FILESIZE_EXCEEDED:
+            return JobError(.tooLarge, "the declared Content-Length is larger than \(maxBytes) bytes")
+        case CURLE_PARTIAL_FILE:
+            if status >= 400 { return .httpStatus(status) }
+            if let declared = contentLength {
+                return JobError(.truncated, "the body ended after \(body.count) of \(declared) bytes")
+            }
+            return JobError(.truncated, "the connection closed before the body was complete")
+        case CURLE_URL_MALFORMAT:
+            return JobError(.invalidURL, "the URL is malformed")
+        default:
+            return JobError(.connectFailed, "the transfer failed: \(String(cString: curl_easy_strerror(result)))")
+        }
+    }
+
+    // MARK: Header parsing, without Foundation or allocation
+
+    static let statusLinePrefix = Array("HTTP/".utf8)
+    static let contentTypePrefix = Array("content-type:".utf8)
+    static let contentLengthPrefix = Array("content-length:".utf8)
+
+    /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
+    @inline(__always)
+    static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: [UInt8], ignoringCase: Bool = false) -> Bool {
+        guard line.count >= prefix.count else { return false }
+        for index in 0..<prefix.count {
+            var byte = line[index]
+            if ignoringCase, byte >= UInt8(ascii: "A"), byte <= UInt8(ascii: "Z") { byte |= 0x20 }
+            if byte != prefix[index] { return false }
+        }
+        return true
+    }
+
+    /// The trimmed value of header `name` (lower-case, colon included) if `line` is that header.
+    static func value(of name: [UInt8], in line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer.SubSequence? {
+        guard hasPrefix(line, name, ignoringCase: true) else { return nil }
+        var start = name.count
+        var end = line.count
+        while start < end, isSpace(line[start]) { start += 1 }
+        while end > start, isSpace(line[end - 1]) { end -= 1 }
+        return line[start..<end]
+    }
+
+    @inline(__always)
+    private static func isSpace(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")
+            || byte == UInt8(ascii: "\n")
+    }
+
+    /// A decimal Content-Length, or nil if it is not one.
+    static func parseLength(_ digits: UnsafeRawBufferPointer.SubSequence) -> Int64? {
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value: Int64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+}

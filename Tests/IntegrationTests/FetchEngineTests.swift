@@ -1,0 +1,359 @@
+import Dispatch
+import ImageFetchWorker
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The fetch engine against a real local origin (``TestOrigin``), no fakes.
+@Suite("FetchEngine")
+struct FetchEngineTests {
+    /// Short limits so that failure cases finish fast.
+    static func configuration(_ change: (inout WorkerConfiguration.Fetch) -> Void = { _ in }) -> WorkerConfiguration.Fetch {
+        var configuration = WorkerConfiguration.Fetch()
+        configuration.timeout = 10
+        configuration.connectTimeout = 2
+        change(&configuration)
+        return configuration
+    }
+
+    /// Runs one fetch and waits for its completion.
+    static func fetch(_ engine: FetchEngine, _ request: FetchRequest) async -> FetchResponse {
+        await withCheckedContinuation { continuation in
+            engine.fetch(request) { continuation.resume(returning: $0) }
+        }
+    }
+
+    static func fetch(_ engine: FetchEngine, _ url: String) async -> FetchResponse {
+        await fetch(engine, FetchRequest(url: url))
+    }
+
+    /// Starts an origin and an engine, runs `body`, and shuts both down.
+    static func withOrigin(
+        _ change: (inout WorkerConfiguration.Fetch) -> Void = { _ in },
+        addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)? = nil,
+        _ body: (TestOrigin, FetchEngine) async throws -> Void
+    ) async throws {
+        let origin = try await TestOrigin.start()
+        let engine = try FetchEngine(configuration: configuration(change), addressPolicy: addressPolicy)
+        do {
+            try await body(origin, engine)
+        } catch {
+            engine.shutdown()
+            try await origin.shutdown()
+            throw error
+        }
+        engine.shutdown()
+        #expect(engine.activeTransfers == 0)
+        try await origin.shutdown()
+    }
+
+    /// Polls `condition` for up to `seconds`.
+    static func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+        while DispatchTime.now().uptimeNanoseconds < deadline {
+            if condition() { return true }
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+        return condition()
+    }
+
+    @Test("200: body, content type, final URL and timings")
+    func ok() async throws {
+        try await Self.withOrigin { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/ok.png"))
+            #expect(response.error == nil)
+            #expect(response.httpStatus == 200)
+            #expect(response.body == TestOrigin.okBody)
+            #expect(response.contentType == "image/png")
+            #expect(response.finalURL == origin.url("/ok.png"))
+            #expect(response.redirects == 0)
+            let timings = try #require(response.timings)
+            #expect(timings.totalMs > 0)
+            #expect(timings.dnsMs <= timings.connectMs)
+            #expect(timings.connectMs <= timings.ttfbMs)
+            #expect(timings.ttfbMs <= timings.totalMs)
+        }
+    }
+
+    @Test("404 is a final http_error, 503 a retryable one")
+    func httpErrors() async throws {
+        try await Self.withOrigin { origin, engine in
+            let notFound = await Self.fetch(engine, origin.url("/status/404"))
+            #expect(notFound.error?.code == .httpError)
+            #expect(notFound.error?.retryable == false)
+            #expect(notFound.httpStatus == 404)
+            #expect(notFound.body.isEmpty)
+            let unavailable = await Self.fetch(engine, origin.url("/status/503"))
+            #expect(unavailable.error?.code == .httpError)
+            #expect(unavailable.error?.retryable == true)
+            #expect(unavailable.httpStatus == 503)
+        }
+    }
+
+    @Test("a redirect chain within the limit is followed")
+    func redirectsWithinLimit() async throws {
+        try await Self.withOrigin({ $0.maxRedirects = 5 }) { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/redirect/5"))
+            #expect(response.error == nil)
+            #expect(response.redirects == 5)
+            #expect(response.finalURL == origin.url("/ok.png"))
+            // The redirects said text/html; the final response's type wins.
+            #expect(response.contentType == "image/png")
+            #expect(response.body == TestOrigin.okBody)
+        }
+    }
+
+    @Test("redirects past the limit, and a loop, are too_many_redirects")
+    func tooManyRedirects() async throws {
+        try await Self.withOrigin({ $0.maxRedirects = 5 }) { origin, engine in
+            let chain = await Self.fetch(engine, origin.url("/redirect/6"))
+            #expect(chain.error?.code == .tooManyRedirects)
+            let loop = await Self.fetch(engine, origin.url("/loop"))
+            #expect(loop.error?.code == .tooManyRedirects)
+            #expect(loop.error?.retryable == false)
+        }
+    }
+
+    @Test("a body without Content-Length past max_bytes is too_large")
+    func endlessIsTooLarge() async throws {
+        try await Self.withOrigin({ $0.maxBytes = 100_000 }) { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/endless"))
+            #expect(response.error?.code == .tooLarge)
+            #expect(response.body.isEmpty)
+        }
+    }
+
+    @Test("a Content-Length over max_bytes is too_large before the body")
+    func declaredTooLarge() async throws {
+        try await Self.withOrigin({ $0.maxBytes = 1_000_000 }) { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/big?bytes=1000001"))
+            #expect(response.error?.code == .tooLarge)
+            #expect(response.error?.retryable == false)
+        }
+    }
+
+    @Test("a body shorter than its Content-Length is truncated")
+    func truncated() async throws {
+        try await Self.withOrigin { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/truncated"))
+            #expect(response.error?.code == .truncated)
+            #expect(response.error?.retryable == true)
+        }
+    }
+
+    @Test("a trickle below the low-speed limit times out")
+    func trickleTimesOut() async throws {
+        try await Self.withOrigin({ $0.lowSpeedLimit = 100; $0.lowSpeedTime = 1 }) { origin, engine in
+            let start = DispatchTime.now().uptimeNanoseconds
+            let response = await Self.fetch(engine, origin.url("/trickle"))
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            #expect(response.error?.code == .timeout)
+            #expect(response.error?.retryable == true)
+            #expect(seconds < 4)
+        }
+    }
+
+    @Test("a redirect to file: is unsupported_scheme, and no message names the URL")
+    func redirectToFile() async throws {
+        try await Self.withOrigin { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/redirect-to?url=file%3A%2F%2F%2Fetc%2Fpasswd"))
+            #expect(response.error?.code == .unsupportedScheme)
+            #expect(response.error?.message.contains("passwd") == false)
+            #expect(response.error?.message.contains("127.0.0.1") == false)
+            let direct = await Self.fetch(engine, "gopher://127.0.0.1:\(origin.port)/")
+            #expect(direct.error?.code == .unsupportedScheme)
+        }
+    }
+
+    @Test("a malformed URL is invalid_url, an unknown host dns_failure, a closed port connect_failed")
+    func setupFailures() async throws {
+        try await Self.withOrigin { origin, engine in
+            let malformed = await Self.fetch(engine, "http://[::1")
+            #expect(malformed.error?.code == .invalidURL)
+            let unknown = await Self.fetch(engine, "http://no-such-host.invalid/")
+            #expect(unknown.error?.code == .dnsFailure)
+            // Bind and close a port so nothing listens on it.
+            let closed = try await TestOrigin.start()
+            let port = closed.port
+            try await closed.shutdown()
+            let refused = await Self.fetch(engine, "http://127.0.0.1:\(port)/ok.png")
+            #expect(refused.error?.code == .connectFailed)
+        }
+    }
+
+    @Test("the address policy vetoes the first hop and redirect hops")
+    func addressVeto() async throws {
+        let calls = Atomic<Int>(0)
+        try await Self.withOrigin(addressPolicy: { address in
+            calls.add(1, ordering: .relaxed)
+            guard address.pointee.sa_family == sa_family_t(AF_INET) else { return "non-IPv4" }
+            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            return ip == 0x7F00_0001 ? "loopback" : nil
+        }) { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/ok.png"))
+            #expect(response.error?.code == .forbiddenAddress)
+            #expect(response.error?.message == "refused to connect to a loopback address")
+            #expect(response.error?.retryable == false)
+            #expect(calls.load(ordering: .relaxed) >= 1)
+            #expect(origin.stats.connections == 0)
+        }
+        // Allowed first hop (127.0.0.1), vetoed redirect hop (127.0.0.2).
+        try await Self.withOrigin(addressPolicy: { address in
+            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            return ip == 0x7F00_0002 ? "loopback" : nil
+        }) { origin, engine in
+            let target = "http%3A%2F%2F127.0.0.2%3A\(origin.port)%2Fok.png"
+            let response = await Self.fetch(engine, origin.url("/redirect-to?url=\(target)"))
+            #expect(response.error?.code == .forbiddenAddress)
+            #expect(await Self.fetch(engine, origin.url("/ok.png")).error == nil)
+            // A request that skips the veto tries to connect (nothing listens on 127.0.0.2).
+            var unchecked = FetchRequest(url: origin.url("/redirect-to?url=\(target)"))
+            unchecked.checkAddresses = false
+            #expect(await Self.fetch(engine, unchecked).error?.code == .connectFailed)
+        }
+    }
+
+    @Test("an inspector's rejection stops the transfer early with its error")
+    func inspectorRejects() async throws {
+        let largestSeen = Atomic<Int>(0)
+        try await Self.withOrigin { origin, engine in
+            var request = FetchRequest(url: origin.url("/endless"))
+            request.inspector = { body in
+                largestSeen.store(body.count, ordering: .relaxed)
+                return body.count >= 32 * 1024 ? .reject(JobError(.tooManyPixels, "too many pixels")) : .needMore
+            }
+            let response = await Self.fetch(engine, request)
+            #expect(response.error?.code == .tooManyPixels)
+            #expect(response.body.isEmpty)
+            let seen = largestSeen.load(ordering: .relaxed)
+            #expect(seen >= 32 * 1024)
+            #expect(seen < 256 * 1024)
+        }
+    }
+
+    @Test("an accepting inspector is asked once and the body completes")
+    func inspectorAccepts() async throws {
+        let calls = Atomic<Int>(0)
+        try await Self.withOrigin { origin, engine in
+            var request = FetchRequest(url: origin.url("/ok.png"))
+            request.inspector = { body in
+                calls.add(1, ordering: .relaxed)
+                return body.count >= 8 ? .accept : .needMore
+            }
+            let response = await Self.fetch(engine, request)
+            #expect(response.error == nil)
+            #expect(response.body == TestOrigin.okBody)
+            #expect(calls.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test("cancel aborts one transfer, cancelAll the rest")
+    func cancellation() async throws {
+        try await Self.withOrigin { origin, engine in
+            let codes = Mutex<[JobError.Code?]>([])
+            let done = DispatchGroup()
+            var tickets: [FetchTicket] = []
+            for _ in 0..<5 {
+                done.enter()
+                tickets.append(engine.fetch(FetchRequest(url: origin.url("/slow?ms=5000"))) { response in
+                    codes.withLock { $0.append(response.error?.code) }
+                    done.leave()
+                })
+            }
+            #expect(await Self.eventually { origin.stats.inFlight == 5 })
+            #expect(engine.activeTransfers == 5)
+            engine.cancel(tickets[0])
+            #expect(await Self.eventually { codes.withLock { $0.count } == 1 })
+            let start = DispatchTime.now().uptimeNanoseconds
+            engine.cancelAll()
+            #expect(await Self.eventually(2) { codes.withLock { $0.count } == 5 })
+            #expect(DispatchTime.now().uptimeNanoseconds - start < 1_000_000_000)
+            #expect(codes.withLock { $0 } == Array(repeating: JobError.Code.aborted, count: 5))
+            #expect(engine.activeTransfers == 0)
+        }
+    }
+
+    @Test("200 concurrent fetches all complete, concurrently")
+    func concurrency() async throws {
+        try await Self.withOrigin { origin, engine in
+            let count = 200
+            let start = DispatchTime.now().uptimeNanoseconds
+            let responses = await withTaskGroup(of: FetchResponse.self) { group in
+                for _ in 0..<count {
+                    group.addTask { await Self.fetch(engine, origin.url("/slow?ms=300")) }
+                }
+                var all: [FetchResponse] = []
+                for await response in group { all.append(response) }
+                return all
+            }
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            #expect(responses.count == count)
+            #expect(responses.allSatisfy { $0.error == nil && $0.body == TestOrigin.okBody })
+            #expect(origin.stats.maxInFlight >= count * 3 / 4)
+            #expect(seconds < 3)
+        }
+    }
+
+    @Test("1,024 concurrent transfers on the one loop")
+    func scale() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil)
+        let count = 1024
+        let responses = await withTaskGroup(of: FetchResponse.self) { group in
+            for _ in 0..<count {
+                group.addTask { await Self.fetch(engine, origin.url("/slow?ms=1000")) }
+            }
+            var all: [FetchResponse] = []
+            for await response in group { all.append(response) }
+            return all
+        }
+        #expect(responses.filter { $0.error == nil }.count == count)
+        #expect(origin.stats.maxInFlight >= count / 2)
+        #expect(engine.activeTransfers == 0)
+        engine.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test("sequential fetches reuse the keep-alive connection")
+    func connectionReuse() async throws {
+        try await Self.withOrigin { origin, engine in
+            for _ in 0..<50 {
+                let response = await Self.fetch(engine, origin.url("/ok.png"))
+                #expect(response.error == nil)
+            }
+            #expect(origin.stats.requests == 50)
+            #expect(origin.stats.connections <= 2)
+        }
+    }
+
+    @Test("PUT sends the body with the method; HEAD gets no body")
+    func putAndHead() async throws {
+        try await Self.withOrigin { origin, engine in
+            var put = FetchRequest(url: origin.url("/echo"))
+            put.method = .put
+            put.uploadBody = Array(0..<200).map { UInt8($0) }
+            let echoed = await Self.fetch(engine, put)
+            #expect(echoed.error == nil)
+            #expect(echoed.body == put.uploadBody)
+            var head = FetchRequest(url: origin.url("/ok.png"))
+            head.method = .head
+            let headResponse = await Self.fetch(engine, head)
+            #expect(headResponse.error == nil)
+            #expect(headResponse.httpStatus == 200)
+            #expect(headResponse.body.isEmpty)
+        }
+    }
+
+    @Test("after shutdown, fetches complete at once with aborted")
+    func afterShutdown() async throws {
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil)
+        engine.shutdown()
+        engine.shutdown()
+        let response = await Self.fetch(engine, "http://127.0.0.1:1/")
+        #expect(response.error?.code == .aborted)
+        #expect(engine.activeTransfers == 0)
+    }
+}

@@ -1,0 +1,311 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A real HTTP/1.1 origin on 127.0.0.1 (an ephemeral port), built on SwiftNIO, for tests.
+///
+/// It counts accepted TCP connections, requests, and requests in flight (and the most seen at
+/// once), so tests can check keep-alive and concurrency. Routes:
+///
+/// | path | response |
+/// |---|---|
+/// | `/ok.png` | 200 `image/png`, ``TestOrigin/okBody`` |
+/// | `/slow?ms=N` | `/ok.png` after N ms |
+/// | `/status/N` | status N, a short text body |
+/// | `/redirect/N` | a chain of N 302 redirects, then `/ok.png` |
+/// | `/loop` | 302 to itself |
+/// | `/redirect-to?url=U` | 302 to U (percent-decoded) |
+/// | `/endless` | 200, chunked, 16 KiB chunks until the client goes away |
+/// | `/trickle` | 200, Content-Length 1000, one byte a second |
+/// | `/truncated` | 200, Content-Length 1000, 10 bytes, then the connection closes |
+/// | `/big?bytes=N` | 200 with Content-Length N (default 100 MB), then nothing |
+/// | `/html` | 200 `text/html` |
+/// | `/echo` | 200 with the request body; `x-method` carries the request method |
+///
+/// Any other path is a 404.
+final class TestOrigin: Sendable {
+    /// The body of `/ok.png`: a PNG signature and IHDR (64 × 32) followed by filler, 12 KiB.
+    static let okBody: [UInt8] = {
+        var bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52,
+                              0, 0, 0, 64, 0, 0, 0, 32, 8, 6, 0, 0, 0]
+        var state: UInt32 = 2_463_534_242
+        while bytes.count < 12 * 1024 {
+            state ^= state << 13
+            state ^= state >> 17
+            state ^= state << 5
+            bytes.append(UInt8(truncatingIfNeeded: state))
+        }
+        return bytes
+    }()
+
+    /// What the origin has seen.
+    struct Stats: Sendable, Equatable {
+        /// TCP connections accepted.
+        var connections = 0
+        /// Requests received.
+        var requests = 0
+        /// Requests whose response has not finished.
+        var inFlight = 0
+        /// The most requests in flight at once.
+        var maxInFlight = 0
+    }
+
+    /// The port on 127.0.0.1.
+    let port: Int
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    private let counters: OriginCounters
+
+    private init(port: Int, group: MultiThreadedEventLoopGroup, channel: any Channel, counters: OriginCounters) {
+        self.port = port
+        self.group = group
+        self.channel = channel
+        self.counters = counters
+    }
+
+    /// Starts an origin on 127.0.0.1 with an ephemeral port.
+    static func start(threads: Int = 1) async throws -> TestOrigin {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let counters = OriginCounters()
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                counters.update { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(OriginHandler(counters: counters))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        return TestOrigin(port: channel.localAddress?.port ?? 0, group: group, channel: channel, counters: counters)
+    }
+
+    /// `http://127.0.0.1:PORT` followed by `path`.
+    func url(_ path: String) -> String {
+        "http://127.0.0.1:\(port)\(path)"
+    }
+
+    /// A snapshot of the counters.
+    var stats: Stats {
+        counters.update { $0 }
+    }
+
+    /// Sets every counter back to zero (requests in flight stay counted).
+    func resetStats() {
+        counters.update { stats in
+            let inFlight = stats.inFlight
+            stats = Stats()
+            stats.inFlight = inFlight
+            stats.maxInFlight = inFlight
+        }
+    }
+
+    /// Closes the listener and stops the event loops (which closes every connection).
+    func shutdown() async throws {
+        try? await channel.close().get()
+        try await group.shutdownGracefully()
+    }
+}
+
+/// The origin's counters, shared by every connection.
+private final class OriginCounters: Sendable {
+    private let stats = Mutex(TestOrigin.Stats())
+
+    func update<R>(_ body: (inout TestOrigin.Stats) -> R) -> R {
+        stats.withLock { body(&$0) }
+    }
+}
+
+/// One connection's request handling.
+private final class OriginHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let counters: OriginCounters
+    private var head: HTTPRequestHead?
+    private var requestBody: [UInt8] = []
+    private var responding = false
+    private var active = true
+
+    init(counters: OriginCounters) {
+        self.counters = counters
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            requestBody = []
+        case .body(let buffer):
+            requestBody.append(contentsOf: buffer.readableBytesView)
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            responding = true
+            counters.update {
+                $0.requests += 1
+                $0.inFlight += 1
+                $0.maxInFlight = max($0.maxInFlight, $0.inFlight)
+            }
+            route(context: context, head: head)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        active = false
+        finishedResponse()
+        context.fireChannelInactive()
+    }
+
+    private func finishedResponse() {
+        guard responding else { return }
+        responding = false
+        counters.update { $0.inFlight -= 1 }
+    }
+
+    // MARK: Routes
+
+    private func route(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        let (path, query) = Self.split(head.uri)
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        switch parts.first ?? "" {
+        case "ok.png":
+            respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+        case "slow":
+            let ms = Int64(query["ms"] ?? "") ?? 100
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(ms)) {
+                guard self.active else { return }
+                self.respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+            }
+        case "status":
+            let code = parts.count > 1 ? Int(parts[1]) ?? 500 : 500
+            respond(context, HTTPResponseStatus(statusCode: code), contentType: "text/plain",
+                    body: Array("status \(code)\n".utf8))
+        case "redirect":
+            let remaining = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
+            redirect(context, to: remaining > 1 ? "/redirect/\(remaining - 1)" : "/ok.png")
+        case "loop":
+            redirect(context, to: "/loop")
+        case "redirect-to":
+            redirect(context, to: query["url"] ?? "/ok.png")
+        case "endless":
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "image/png")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                          promise: nil)
+            streamForever(context, chunk: ByteBuffer(bytes: [UInt8](repeating: 0x42, count: 16 * 1024)))
+        case "trickle":
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "image/png")
+            headers.add(name: "Content-Length", value: "1000")
+            context.writeAndFlush(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                promise: nil)
+            trickle(context, remaining: 1000)
+        case "truncated":
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "image/png")
+            headers.add(name: "Content-Length", value: "1000")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                          promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: TestOrigin.okBody.prefix(10))))))
+                .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        case "big":
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "image/png")
+            headers.add(name: "Content-Length", value: query["bytes"] ?? "100000000")
+            context.writeAndFlush(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                promise: nil)
+        case "html":
+            respond(context, .ok, contentType: "text/html; charset=utf-8",
+                    body: Array("<!doctype html><title>not an image</title>\n".utf8))
+        case "echo":
+            respond(context, .ok, contentType: "application/octet-stream", body: requestBody,
+                    extraHeaders: [("x-method", head.method.rawValue)])
+        default:
+            respond(context, .notFound, contentType: "text/plain", body: Array("not found\n".utf8))
+        }
+    }
+
+    private func respond(
+        _ context: ChannelHandlerContext, _ status: HTTPResponseStatus, contentType: String, body: [UInt8],
+        extraHeaders: [(String, String)] = []
+    ) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: contentType)
+        headers.add(name: "Content-Length", value: String(body.count))
+        for (name, value) in extraHeaders { headers.add(name: name, value: value) }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+                      promise: nil)
+        if !body.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+        }
+        finishedResponse()
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    private func redirect(_ context: ChannelHandlerContext, to location: String) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Location", value: location)
+        headers.add(name: "Content-Type", value: "text/html")
+        let body = Array("<a href=\"\">moved</a>\n".utf8)
+        headers.add(name: "Content-Length", value: String(body.count))
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))),
+                      promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+        finishedResponse()
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    private func streamForever(_ context: ChannelHandlerContext, chunk: ByteBuffer) {
+        guard active else { return }
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk)))).assumeIsolated().whenComplete { result in
+            if case .success = result { self.streamForever(context, chunk: chunk) }
+        }
+    }
+
+    private func trickle(_ context: ChannelHandlerContext, remaining: Int) {
+        guard active, remaining > 0 else { return }
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) {
+            guard self.active else { return }
+            context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0x42])))), promise: nil)
+            if remaining == 1 {
+                self.finishedResponse()
+                context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            } else {
+                self.trickle(context, remaining: remaining - 1)
+            }
+        }
+    }
+
+    // MARK: URI parsing
+
+    private static func split(_ uri: String) -> (path: String, query: [String: String]) {
+        guard let mark = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: mark)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            query[percentDecoded(kv[0])] = kv.count > 1 ? percentDecoded(kv[1]) : ""
+        }
+        return (String(uri[..<mark]), query)
+    }
+
+    private static func percentDecoded(_ text: Substring) -> String {
+        var bytes: [UInt8] = []
+        var iterator = Array(text.utf8).makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
+               let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+            } else {
+                bytes.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
