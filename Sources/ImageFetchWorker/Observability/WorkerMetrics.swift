@@ -10,22 +10,22 @@ public final class WorkerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
 
-    let jobsReceived: Counter
-    let retries: Counter
-    let deadLettered: Counter
-    let handedBack: Counter
-    let reconnects: Counter
-    let fetchedBytes: Counter
-    let fetchDuration: Timer
-    let ackLatency: Timer
-    let confirmLatency: Timer
-    let inFlight: Gauge
-    let waiting: Gauge
-    let concurrency: Gauge
-    let connected: Gauge
-    let blocked: Gauge
-    private let results = NSLockedValue([String: Counter]())
-    private let depthGauges = NSLockedValue([String: (ready: Gauge, consumers: Gauge)]())
+    let jobsReceived: CoreMetrics.Counter
+    let retries: CoreMetrics.Counter
+    let deadLettered: CoreMetrics.Counter
+    let handedBack: CoreMetrics.Counter
+    let reconnects: CoreMetrics.Counter
+    let fetchedBytes: CoreMetrics.Counter
+    let fetchDuration: CoreMetrics.Timer
+    let ackLatency: CoreMetrics.Timer
+    let confirmLatency: CoreMetrics.Timer
+    let inFlight: CoreMetrics.Gauge
+    let waiting: CoreMetrics.Gauge
+    let concurrency: CoreMetrics.Gauge
+    let connected: CoreMetrics.Gauge
+    let blocked: CoreMetrics.Gauge
+    private let results = NSLockedValue([String: CoreMetrics.Counter]())
+    private let depthGauges = NSLockedValue([String: (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge)]())
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), concurrency: Int) {
         self.registry = registry
@@ -37,20 +37,20 @@ public final class WorkerMetrics: Sendable {
         ]
         factory.defaultDurationHistogramBuckets = latencyBuckets
         self.factory = factory
-        jobsReceived = Counter(label: "image_fetch_jobs_received_total", factory: factory)
-        retries = Counter(label: "image_fetch_retries_total", factory: factory)
-        deadLettered = Counter(label: "image_fetch_dead_lettered_total", factory: factory)
-        handedBack = Counter(label: "image_fetch_jobs_requeued_total", factory: factory)
-        reconnects = Counter(label: "image_fetch_reconnects_total", factory: factory)
-        fetchedBytes = Counter(label: "image_fetch_fetched_bytes_total", factory: factory)
-        fetchDuration = Timer(label: "image_fetch_fetch_duration_seconds", factory: factory)
-        ackLatency = Timer(label: "image_fetch_delivery_to_ack_seconds", factory: factory)
-        confirmLatency = Timer(label: "image_fetch_publish_confirm_seconds", factory: factory)
-        inFlight = Gauge(label: "image_fetch_jobs_in_flight", factory: factory)
-        waiting = Gauge(label: "image_fetch_jobs_waiting_admission", factory: factory)
-        self.concurrency = Gauge(label: "image_fetch_concurrency", factory: factory)
-        connected = Gauge(label: "image_fetch_broker_connected", factory: factory)
-        blocked = Gauge(label: "image_fetch_broker_blocked", factory: factory)
+        jobsReceived = CoreMetrics.Counter(label: "image_fetch_jobs_received_total", factory: factory)
+        retries = CoreMetrics.Counter(label: "image_fetch_retries_total", factory: factory)
+        deadLettered = CoreMetrics.Counter(label: "image_fetch_dead_lettered_total", factory: factory)
+        handedBack = CoreMetrics.Counter(label: "image_fetch_jobs_requeued_total", factory: factory)
+        reconnects = CoreMetrics.Counter(label: "image_fetch_reconnects_total", factory: factory)
+        fetchedBytes = CoreMetrics.Counter(label: "image_fetch_fetched_bytes_total", factory: factory)
+        fetchDuration = CoreMetrics.Timer(label: "image_fetch_fetch_duration_seconds", factory: factory)
+        ackLatency = CoreMetrics.Timer(label: "image_fetch_delivery_to_ack_seconds", factory: factory)
+        confirmLatency = CoreMetrics.Timer(label: "image_fetch_publish_confirm_seconds", factory: factory)
+        inFlight = CoreMetrics.Gauge(label: "image_fetch_jobs_in_flight", factory: factory)
+        waiting = CoreMetrics.Gauge(label: "image_fetch_jobs_waiting_admission", factory: factory)
+        self.concurrency = CoreMetrics.Gauge(label: "image_fetch_concurrency", factory: factory)
+        connected = CoreMetrics.Gauge(label: "image_fetch_broker_connected", factory: factory)
+        blocked = CoreMetrics.Gauge(label: "image_fetch_broker_blocked", factory: factory)
         self.concurrency.record(concurrency)
         connected.record(0)
         blocked.record(0)
@@ -59,9 +59,9 @@ public final class WorkerMetrics: Sendable {
     /// Counts one published result.
     func result(status: JobResult.Status, code: JobError.Code?) {
         let key = "\(status.rawValue)|\(code?.rawValue ?? "")"
-        let counter = results.withLock { cache -> Counter in
+        let counter = results.withLock { cache -> CoreMetrics.Counter in
             if let counter = cache[key] { return counter }
-            let counter = Counter(label: "image_fetch_results_total",
+            let counter = CoreMetrics.Counter(label: "image_fetch_results_total",
                                   dimensions: [("status", status.rawValue), ("code", code?.rawValue ?? "none")],
                                   factory: factory)
             cache[key] = counter
@@ -72,11 +72,11 @@ public final class WorkerMetrics: Sendable {
 
     /// Records one queue-depth sample.
     func depth(queue: String, ready: Int, consumers: Int) {
-        let gauges = depthGauges.withLock { cache -> (ready: Gauge, consumers: Gauge) in
+        let gauges = depthGauges.withLock { cache -> (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge) in
             if let gauges = cache[queue] { return gauges }
             let gauges = (
-                ready: Gauge(label: "image_fetch_queue_ready_messages", dimensions: [("queue", queue)], factory: factory),
-                consumers: Gauge(label: "image_fetch_queue_consumers", dimensions: [("queue", queue)], factory: factory))
+                ready: CoreMetrics.Gauge(label: "image_fetch_queue_ready_messages", dimensions: [("queue", queue)], factory: factory),
+                consumers: CoreMetrics.Gauge(label: "image_fetch_queue_consumers", dimensions: [("queue", queue)], factory: factory))
             cache[queue] = gauges
             return gauges
         }
