@@ -8,7 +8,7 @@ import Testing
 @testable import ImageFetchWorker
 
 /// A fresh folder under the system's temporary folder, removed by `remove()`.
-struct TemporaryFolder {
+fileprivate struct TemporaryFolder {
     let path: String
 
     init() {
@@ -34,7 +34,7 @@ struct TemporaryFolder {
 }
 
 /// Every name in a folder, except `.` and `..`.
-func list(_ path: String) -> [String] {
+fileprivate func list(_ path: String) -> [String] {
     guard let dir = opendir(path) else { return [] }
     defer { closedir(dir) }
     var names: [String] = []
@@ -48,7 +48,7 @@ func list(_ path: String) -> [String] {
 }
 
 /// Every file path under a folder, relative to it.
-func listTree(_ root: String, _ relative: String = "") -> [String] {
+fileprivate func listTree(_ root: String, _ relative: String = "") -> [String] {
     let folder = relative.isEmpty ? root : root + "/" + relative
     return list(folder).flatMap { name -> [String] in
         let child = relative.isEmpty ? name : relative + "/" + name
@@ -58,7 +58,7 @@ func listTree(_ root: String, _ relative: String = "") -> [String] {
     }
 }
 
-func readFile(_ path: String) -> [UInt8]? {
+fileprivate func readFile(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -72,7 +72,7 @@ func readFile(_ path: String) -> [UInt8]? {
     return nil
 }
 
-extension ImageSink {
+fileprivate extension ImageSink {
     /// Stores and waits for the completion.
     func store(_ request: StorageRequest) async -> Result<StoredObject, JobError> {
         await withCheckedContinuation { continuation in

@@ -5,7 +5,7 @@ import Testing
 // MARK: - Sample builders: valid minimal files, byte by byte
 
 /// Builds small but well-formed image files for the tests.
-enum Samples {
+fileprivate enum Samples {
     static func be16(_ v: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)] }
     static func le16(_ v: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)] }
     static func be32(_ v: Int) -> [UInt8] { be16(v >> 16) + be16(v) }
@@ -252,7 +252,7 @@ enum Samples {
 }
 
 /// A small deterministic generator (SplitMix64), so failures reproduce.
-struct SplitMix64: RandomNumberGenerator {
+fileprivate struct SplitMix64: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
@@ -264,13 +264,13 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Inspects the first `length` bytes from a buffer of exactly that size.
-func inspectPrefix(_ bytes: [UInt8], _ length: Int, isComplete: Bool) -> ImageInspection {
+fileprivate func inspectPrefix(_ bytes: [UInt8], _ length: Int, isComplete: Bool) -> ImageInspection {
     Array(bytes.prefix(length)).withUnsafeBytes { ImageSniffer.inspect($0, isComplete: isComplete) }
 }
 
 /// The answers must hold whatever the input: a complete body never needs more data, and an image
 /// always has positive dimensions.
-func checkInvariants(_ bytes: [UInt8]) {
+fileprivate func checkInvariants(_ bytes: [UInt8]) {
     let partial = bytes.withUnsafeBytes { ImageSniffer.inspect($0, isComplete: false) }
     let complete = ImageSniffer.inspect(bytes)
     #expect(complete != .needMoreData)

@@ -105,7 +105,7 @@ extension ImageSniffer {
         // The first box must be a small `ftyp`: size 16…65535 (so the first two bytes are zero).
         guard try v.u8(1) == 0 else { throw .invalid("unrecognised signature") }
         let ftypSize = Int(try v.u32be(0))
-        try v.expect(Array("ftyp".utf8), at: 4, else: "unrecognised signature")
+        try v.expect(ftypType, at: 4, else: "unrecognised signature")
         guard ftypSize >= 16 else { throw .invalid("bad ISOBMFF ftyp box") }
 
         var format = format(ofBrand: try v.u32be(8))

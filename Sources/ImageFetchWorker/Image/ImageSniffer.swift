@@ -87,93 +87,95 @@ public enum ImageSniffer {
 
 // MARK: - Reading
 
-/// Why a parser stopped without an answer.
-enum SniffStop: Error {
-    /// A read went past the bytes available.
-    case needMore
-    /// The bytes cannot be a valid image of the format; the reason is short and names no URL.
-    case invalid(String)
-}
-
-/// Bounds-checked, big- and little-endian reads over a borrowed buffer. Reads past the end throw
-/// ``SniffStop/needMore``.
-struct ByteView {
-    let bytes: UnsafeRawBufferPointer
-
-    init(_ bytes: UnsafeRawBufferPointer) {
-        self.bytes = bytes
+extension ImageSniffer {
+    /// Why a parser stopped without an answer.
+    enum SniffStop: Error {
+        /// A read went past the bytes available.
+        case needMore
+        /// The bytes cannot be a valid image of the format; the reason is short and names no URL.
+        case invalid(String)
     }
 
-    var count: Int { bytes.count }
+    /// Bounds-checked, big- and little-endian reads over a borrowed buffer. Reads past the end throw
+    /// ``SniffStop/needMore``.
+    struct ByteView {
+        let bytes: UnsafeRawBufferPointer
 
-    @inline(__always)
-    func has(_ offset: Int, _ length: Int) -> Bool {
-        offset >= 0 && length >= 0 && length <= bytes.count && offset <= bytes.count - length
-    }
+        init(_ bytes: UnsafeRawBufferPointer) {
+            self.bytes = bytes
+        }
 
-    @inline(__always)
-    func require(_ offset: Int, _ length: Int) throws(SniffStop) {
-        guard has(offset, length) else { throw .needMore }
-    }
+        var count: Int { bytes.count }
 
-    @inline(__always)
-    func u8(_ offset: Int) throws(SniffStop) -> UInt8 {
-        try require(offset, 1)
-        return bytes[offset]
-    }
+        @inline(__always)
+        func has(_ offset: Int, _ length: Int) -> Bool {
+            offset >= 0 && length >= 0 && length <= bytes.count && offset <= bytes.count - length
+        }
 
-    func u16be(_ offset: Int) throws(SniffStop) -> UInt16 {
-        try require(offset, 2)
-        return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
-    }
+        @inline(__always)
+        func require(_ offset: Int, _ length: Int) throws(SniffStop) {
+            guard has(offset, length) else { throw .needMore }
+        }
 
-    func u16le(_ offset: Int) throws(SniffStop) -> UInt16 {
-        try require(offset, 2)
-        return UInt16(bytes[offset + 1]) << 8 | UInt16(bytes[offset])
-    }
+        @inline(__always)
+        func u8(_ offset: Int) throws(SniffStop) -> UInt8 {
+            try require(offset, 1)
+            return bytes[offset]
+        }
 
-    func u24le(_ offset: Int) throws(SniffStop) -> UInt32 {
-        try require(offset, 3)
-        return UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset])
-    }
+        func u16be(_ offset: Int) throws(SniffStop) -> UInt16 {
+            try require(offset, 2)
+            return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+        }
 
-    func u32be(_ offset: Int) throws(SniffStop) -> UInt32 {
-        try require(offset, 4)
-        return UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16
-            | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
-    }
+        func u16le(_ offset: Int) throws(SniffStop) -> UInt16 {
+            try require(offset, 2)
+            return UInt16(bytes[offset + 1]) << 8 | UInt16(bytes[offset])
+        }
 
-    func u32le(_ offset: Int) throws(SniffStop) -> UInt32 {
-        try require(offset, 4)
-        return UInt32(bytes[offset + 3]) << 24 | UInt32(bytes[offset + 2]) << 16
-            | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset])
-    }
+        func u24le(_ offset: Int) throws(SniffStop) -> UInt32 {
+            try require(offset, 3)
+            return UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset])
+        }
 
-    func u64be(_ offset: Int) throws(SniffStop) -> UInt64 {
-        try require(offset, 8)
-        return UInt64(try u32be(offset)) << 32 | UInt64(try u32be(offset + 4))
-    }
+        func u32be(_ offset: Int) throws(SniffStop) -> UInt32 {
+            try require(offset, 4)
+            return UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16
+                | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+        }
 
-    /// Checks `literal` at `offset` byte by byte, so that a mismatch in the bytes already present
-    /// is reported at once and a missing byte only asks for more.
-    func expect(_ literal: [UInt8], at offset: Int, else reason: String) throws(SniffStop) {
-        for (i, expected) in literal.enumerated() {
-            guard try u8(offset + i) == expected else { throw .invalid(reason) }
+        func u32le(_ offset: Int) throws(SniffStop) -> UInt32 {
+            try require(offset, 4)
+            return UInt32(bytes[offset + 3]) << 24 | UInt32(bytes[offset + 2]) << 16
+                | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset])
+        }
+
+        func u64be(_ offset: Int) throws(SniffStop) -> UInt64 {
+            try require(offset, 8)
+            return UInt64(try u32be(offset)) << 32 | UInt64(try u32be(offset + 4))
+        }
+
+        /// Checks `literal` at `offset` byte by byte, so that a mismatch in the bytes already present
+        /// is reported at once and a missing byte only asks for more.
+        func expect(_ literal: [UInt8], at offset: Int, else reason: String) throws(SniffStop) {
+            for (i, expected) in literal.enumerated() {
+                guard try u8(offset + i) == expected else { throw .invalid(reason) }
+            }
         }
     }
-}
 
-/// A four-character code as a big-endian integer.
-@inline(__always)
-func fourCC(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> UInt32 {
-    UInt32(a) << 24 | UInt32(b) << 16 | UInt32(c) << 8 | UInt32(d)
-}
+    /// A four-character code as a big-endian integer.
+    @inline(__always)
+    static func fourCC(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> UInt32 {
+        UInt32(a) << 24 | UInt32(b) << 16 | UInt32(c) << 8 | UInt32(d)
+    }
 
-/// A four-character code from four ASCII characters.
-func fourCC(_ s: StaticString) -> UInt32 {
-    precondition(s.utf8CodeUnitCount == 4 && s.hasPointerRepresentation)
-    let p = s.utf8Start
-    return fourCC(p[0], p[1], p[2], p[3])
+    /// A four-character code from four ASCII characters.
+    static func fourCC(_ s: StaticString) -> UInt32 {
+        precondition(s.utf8CodeUnitCount == 4 && s.hasPointerRepresentation)
+        let p = s.utf8Start
+        return fourCC(p[0], p[1], p[2], p[3])
+    }
 }
 
 // MARK: - Simple formats
@@ -187,6 +189,7 @@ extension ImageSniffer {
     private static let vp8StartCode: [UInt8] = [0x9D, 0x01, 0x2A]
     private static let tiffLE: [UInt8] = [0x49, 0x49, 0x2A, 0x00]
     private static let tiffBE: [UInt8] = [0x4D, 0x4D, 0x00, 0x2A]
+    static let ftypType: [UInt8] = Array("ftyp".utf8)
 
     static func parsePNG(_ v: ByteView) throws(SniffStop) -> ImageInfo {
         try v.expect(pngSignature, at: 0, else: "not a PNG signature")

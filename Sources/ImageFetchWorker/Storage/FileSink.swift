@@ -68,7 +68,7 @@ public final class FileSink: ImageSink {
     // MARK: - Writing
 
     /// Writes `body` to `<root>/<key>` atomically; runs on a lane.
-    static func write(
+    fileprivate static func write(
         _ body: [UInt8],
         key: String,
         root: String,
@@ -133,10 +133,10 @@ public final class FileSink: ImageSink {
     }
 
     /// The most attempts at a unique temporary name, and at a call interrupted by a signal.
-    static let maxAttempts = 16
+    fileprivate static let maxAttempts = 16
 
     /// Opens `<folder>/.<name>.<random>.tmp` with `O_CREAT|O_EXCL|O_WRONLY|O_CLOEXEC`, mode 0644.
-    static func openTemporary(in folder: String, name: Substring) -> Result<(Int32, String), Errno> {
+    fileprivate static func openTemporary(in folder: String, name: Substring) -> Result<(Int32, String), Errno> {
         // Keep the temporary name within NAME_MAX even for a 255-byte final name.
         let stem = name.utf8.count > 200 ? String(decoding: name.utf8.prefix(200), as: UTF8.self) : String(name)
         var last = Errno(code: EEXIST)
@@ -152,7 +152,7 @@ public final class FileSink: ImageSink {
     }
 
     /// Writes every byte, resuming after partial writes and interruptions.
-    static func writeAll(_ fd: Int32, _ body: [UInt8]) -> Errno? {
+    fileprivate static func writeAll(_ fd: Int32, _ body: [UInt8]) -> Errno? {
         body.withUnsafeBytes { buffer -> Errno? in
             guard let base = buffer.baseAddress else { return nil }
             var written = 0
@@ -177,7 +177,7 @@ public final class FileSink: ImageSink {
 
     /// Creates `path` and any missing parents (`mkdir -p`), mode 0755. With `fsyncParents`, the
     /// parent of each folder created is fsynced so that the new entry is durable.
-    static func makeDirectories(_ path: String, fsyncParents: Bool) -> Errno? {
+    fileprivate static func makeDirectories(_ path: String, fsyncParents: Bool) -> Errno? {
         var prefix = path.hasPrefix("/") ? "" : "."
         let segments = path.split(separator: "/")
         for segment in segments {
@@ -193,7 +193,7 @@ public final class FileSink: ImageSink {
     }
 
     /// Opens a folder read-only and fsyncs it, so that entries added to it are durable.
-    static func fsyncDirectory(_ path: String) -> Errno? {
+    fileprivate static func fsyncDirectory(_ path: String) -> Errno? {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return Errno.current }
         defer { _ = close(fd) }
@@ -201,7 +201,7 @@ public final class FileSink: ImageSink {
     }
 
     /// Runs a call that returns -1 and sets errno on failure, retrying a few times on EINTR.
-    static func retryingEINTR(_ call: () -> Int32) -> Errno? {
+    fileprivate static func retryingEINTR(_ call: () -> Int32) -> Errno? {
         for _ in 0..<maxAttempts {
             if call() == 0 { return nil }
             if Errno.current.code != EINTR { return Errno.current }
@@ -209,12 +209,12 @@ public final class FileSink: ImageSink {
         return Errno(code: EINTR)
     }
 
-    static func isLowercaseHex(_ c: UInt8) -> Bool {
+    fileprivate static func isLowercaseHex(_ c: UInt8) -> Bool {
         (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
     }
 
     /// FNV-1a over the key's UTF-8: a stable, cheap spread of keys over the lanes.
-    static func fnv1a(_ key: String) -> UInt64 {
+    fileprivate static func fnv1a(_ key: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key.utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
@@ -223,8 +223,8 @@ public final class FileSink: ImageSink {
     }
 }
 
-/// An errno value and its text.
-struct Errno: Error, Equatable {
+/// An errno value and its text (file-private: other parts of the module may have their own).
+fileprivate struct Errno: Error, Equatable {
     var code: Int32
 
     static var current: Errno { Errno(code: errno) }
