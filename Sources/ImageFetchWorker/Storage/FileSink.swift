@@ -1,0 +1,240 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+
+/// Stores bodies as files under a root folder: `<root>/<key>`, where the key is the job's sanitised
+/// `key` when usable, else the content-addressed `<sha256[0..2]>/<sha256>.<ext>`.
+///
+/// Each body is written to a temporary file in the destination folder, optionally fsynced, then
+/// renamed onto its final name, and the folder is fsynced, so a reader never sees a partial file and
+/// a stored file survives a crash once the completion has been called. An existing file with the
+/// same key is replaced.
+///
+/// The work runs on one of a few serial queues of the sink's own, picked by a hash of the key, so
+/// fsync never blocks the caller's queue and two writes of the same key are ordered.
+public final class FileSink: ImageSink {
+    /// The root folder, absolute and with symbolic links resolved.
+    public let root: String
+    /// Whether files and folders are fsynced before completion.
+    public let fsync: Bool
+    private let lanes: [DispatchQueue]
+
+    /// Creates the sink, creating `root` (and its parents) if needed and resolving it to an
+    /// absolute path.
+    ///
+    /// - Parameters:
+    ///   - root: the root folder, `storage.path`.
+    ///   - fsync: `storage.fsync`: fsync each file and its folder before completing.
+    ///   - lanes: how many serial queues do the writing; at least one is used.
+    /// - Throws: ``JobError`` with code `storage_failed` when the root cannot be created or resolved.
+    public init(root: String, fsync: Bool, lanes: Int = 4) throws(JobError) {
+        guard !root.isEmpty else { throw JobError(.storageFailed, "the storage root is empty") }
+        if let failure = FileSink.makeDirectories(root, fsyncParents: false) {
+            throw JobError(.storageFailed, "cannot create the storage root: \(failure.text)")
+        }
+        guard let resolved = realpath(root, nil) else {
+            throw JobError(.storageFailed, "cannot resolve the storage root: \(Errno.current.text)")
+        }
+        self.root = String(cString: resolved)
+        free(resolved)
+        self.fsync = fsync
+        self.lanes = (0..<max(1, lanes)).map { DispatchQueue(label: "image-fetch-worker.file-sink.\($0)") }
+    }
+
+    /// Writes the body on one of the sink's lanes, then calls `completion` on that lane.
+    public func store(
+        _ request: StorageRequest,
+        completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+    ) {
+        let key = request.resolvedKey
+        let lane = lanes[Int(FileSink.fnv1a(key) % UInt64(lanes.count))]
+        lane.async { [root, fsync] in
+            // The digest becomes a path when there is no usable key hint: accept only hex there.
+            if key == StorageKey.contentAddressed(sha256: request.sha256, format: request.info.format),
+                request.sha256.isEmpty || !request.sha256.utf8.allSatisfy(FileSink.isLowercaseHex)
+            {
+                completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
+                return
+            }
+            completion(FileSink.write(request.body, key: key, root: root, fsync: fsync))
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Writes `body` to `<root>/<key>` atomically; runs on a lane.
+    fileprivate static func write(
+        _ body: [UInt8],
+        key: String,
+        root: String,
+        fsync: Bool
+    ) -> Result<StoredObject, JobError> {
+        let path = root + "/" + key
+        let folder: String
+        let name: Substring
+        if let slash = path.lastIndex(of: "/") {
+            folder = String(path[..<slash])
+            name = path[path.index(after: slash)...]
+        } else {
+            folder = "."
+            name = Substring(path)
+        }
+
+        func failure(_ what: String, _ errno: Errno) -> Result<StoredObject, JobError> {
+            .failure(JobError(.storageFailed, "\(what) \(key): \(errno.text)"))
+        }
+
+        // Open a fresh temporary file next to the destination, creating folders on first use.
+        var opened = openTemporary(in: folder, name: name)
+        if case .failure(let error) = opened, error.code == ENOENT {
+            if let mkdirFailure = makeDirectories(folder, fsyncParents: fsync) {
+                return failure("cannot create the folder for", mkdirFailure)
+            }
+            opened = openTemporary(in: folder, name: name)
+        }
+        let fd: Int32
+        let temporary: String
+        switch opened {
+        case .success(let result):
+            (fd, temporary) = result
+        case .failure(let error):
+            return failure("cannot create a temporary file for", error)
+        }
+
+        if let error = writeAll(fd, body) {
+            _ = close(fd)
+            _ = unlink(temporary)
+            return failure("cannot write", error)
+        }
+        if fsync, let error = retryingEINTR({ posixFsync(fd) }) {
+            _ = close(fd)
+            _ = unlink(temporary)
+            return failure("cannot fsync", error)
+        }
+        if close(fd) != 0, Errno.current.code != EINTR {
+            let error = Errno.current
+            _ = unlink(temporary)
+            return failure("cannot close", error)
+        }
+        if rename(temporary, path) != 0 {
+            let error = Errno.current
+            _ = unlink(temporary)
+            return failure("cannot rename into", error)
+        }
+        if fsync, let error = fsyncDirectory(folder) {
+            return failure("cannot fsync the folder of", error)
+        }
+        return .success(StoredObject(location: "file://" + path))
+    }
+
+    /// The most attempts at a unique temporary name, and at a call interrupted by a signal.
+    fileprivate static let maxAttempts = 16
+
+    /// Opens `<folder>/.<name>.<random>.tmp` with `O_CREAT|O_EXCL|O_WRONLY|O_CLOEXEC`, mode 0644.
+    fileprivate static func openTemporary(in folder: String, name: Substring) -> Result<(Int32, String), Errno> {
+        // Keep the temporary name within NAME_MAX even for a 255-byte final name.
+        let stem = name.utf8.count > 200 ? String(decoding: name.utf8.prefix(200), as: UTF8.self) : String(name)
+        var last = Errno(code: EEXIST)
+        for _ in 0..<maxAttempts {
+            let suffix = String(UInt64.random(in: .min ... .max), radix: 16)
+            let temporary = "\(folder)/.\(stem).\(suffix).tmp"
+            let fd = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o644)
+            if fd >= 0 { return .success((fd, temporary)) }
+            last = Errno.current
+            guard last.code == EEXIST || last.code == EINTR else { break }
+        }
+        return .failure(last)
+    }
+
+    /// Writes every byte, resuming after partial writes and interruptions.
+    fileprivate static func writeAll(_ fd: Int32, _ body: [UInt8]) -> Errno? {
+        body.withUnsafeBytes { buffer -> Errno? in
+            guard let base = buffer.baseAddress else { return nil }
+            var written = 0
+            var interruptions = 0
+            // Every pass either makes progress or counts an interruption: bounded.
+            while written < buffer.count {
+                let result = posixWrite(fd, base + written, buffer.count - written)
+                if result > 0 {
+                    written += result
+                    interruptions = 0
+                } else if result < 0, Errno.current.code == EINTR, interruptions < maxAttempts {
+                    interruptions += 1
+                } else if result == 0 {
+                    return Errno(code: EIO)
+                } else {
+                    return Errno.current
+                }
+            }
+            return nil
+        }
+    }
+
+    /// Creates `path` and any missing parents (`mkdir -p`), mode 0755. With `fsyncParents`, the
+    /// parent of each folder created is fsynced so that the new entry is durable.
+    fileprivate static func makeDirectories(_ path: String, fsyncParents: Bool) -> Errno? {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        let segments = path.split(separator: "/")
+        for segment in segments {
+            let parent = prefix.isEmpty ? "/" : prefix
+            prefix += "/" + segment
+            if mkdir(prefix, 0o755) == 0 {
+                if fsyncParents, let error = fsyncDirectory(parent) { return error }
+            } else if Errno.current.code != EEXIST {
+                return Errno.current
+            }
+        }
+        return nil
+    }
+
+    /// Opens a folder read-only and fsyncs it, so that entries added to it are durable.
+    fileprivate static func fsyncDirectory(_ path: String) -> Errno? {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return Errno.current }
+        defer { _ = close(fd) }
+        return retryingEINTR { posixFsync(fd) }
+    }
+
+    /// Runs a call that returns -1 and sets errno on failure, retrying a few times on EINTR.
+    fileprivate static func retryingEINTR(_ call: () -> Int32) -> Errno? {
+        for _ in 0..<maxAttempts {
+            if call() == 0 { return nil }
+            if Errno.current.code != EINTR { return Errno.current }
+        }
+        return Errno(code: EINTR)
+    }
+
+    fileprivate static func isLowercaseHex(_ c: UInt8) -> Bool {
+        (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+    }
+
+    /// FNV-1a over the key's UTF-8: a stable, cheap spread of keys over the lanes.
+    fileprivate static func fnv1a(_ key: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+}
+
+/// An errno value and its text (file-private: other parts of the module may have their own).
+fileprivate struct Errno: Error, Equatable {
+    var code: Int32
+
+    static var current: Errno { Errno(code: errno) }
+
+    /// The system's text for the code, such as "Permission denied".
+    var text: String { String(cString: strerror(code)) }
+}
+
+// `FileSink` has members named `fsync` and `write`; these reach the C functions unambiguously.
+@inline(__always)
+private func posixFsync(_ fd: Int32) -> Int32 { fsync(fd) }
+@inline(__always)
+private func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, buffer, count) }

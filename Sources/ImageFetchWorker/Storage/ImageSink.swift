@@ -1,0 +1,74 @@
+/// Where a stored body ended up; nil location for `storage.kind=none`.
+public struct StoredObject: Sendable, Equatable {
+    /// `file:///abs/path` or `s3://bucket/key`; nil when nothing was stored.
+    public var location: String?
+
+    /// Creates a stored-object description.
+    public init(location: String?) {
+        self.location = location
+    }
+}
+
+/// A body to store, with what is known about it.
+public struct StorageRequest: Sendable {
+    /// The whole body, exactly as fetched.
+    public var body: [UInt8]
+    /// The SHA-256 of ``body``, lowercase hex.
+    public var sha256: String
+    /// The format and size read from ``body``.
+    public var info: ImageInfo
+    /// The job's `key`, unsanitised; sinks pass it through ``StorageKey/sanitize(_:)``.
+    public var keyHint: String?
+    /// The job's `id`, for logs and object metadata.
+    public var jobID: String
+    /// Where the body came from, for object metadata; never put it in an error message.
+    public var sourceURL: String
+
+    /// Creates a storage request.
+    public init(
+        body: [UInt8],
+        sha256: String,
+        info: ImageInfo,
+        keyHint: String?,
+        jobID: String,
+        sourceURL: String
+    ) {
+        self.body = body
+        self.sha256 = sha256
+        self.info = info
+        self.keyHint = keyHint
+        self.jobID = jobID
+        self.sourceURL = sourceURL
+    }
+
+    /// The key the body is stored under: the sanitised ``keyHint`` when it is usable, else the
+    /// content-addressed key.
+    public var resolvedKey: String {
+        if let keyHint, let key = StorageKey.sanitize(keyHint) {
+            return key
+        }
+        return StorageKey.contentAddressed(sha256: sha256, format: info.format)
+    }
+}
+
+/// Somewhere to store image bodies.
+public protocol ImageSink: Sendable {
+    /// Stores the body, then calls completion exactly once, on any thread. Never blocks the caller.
+    ///
+    /// Failures are ``JobError`` with code ``JobError/Code/storageFailed``.
+    func store(_ request: StorageRequest, completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void)
+}
+
+/// The sink for `storage.kind=none`: stores nothing and answers at once with a nil location.
+public struct NoneSink: ImageSink {
+    /// Creates the sink.
+    public init() {}
+
+    /// Calls `completion` synchronously, on the caller's thread, with a nil location.
+    public func store(
+        _ request: StorageRequest,
+        completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+    ) {
+        completion(.success(StoredObject(location: nil)))
+    }
+}

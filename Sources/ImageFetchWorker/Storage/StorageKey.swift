@@ -1,0 +1,36 @@
+/// Turns job key hints and digests into relative storage keys that are safe to use as paths.
+public enum StorageKey {
+    /// The longest key accepted, in UTF-8 bytes.
+    public static let maxKeyLength = 1024
+    /// The longest segment accepted, in UTF-8 bytes (`NAME_MAX` on Linux).
+    public static let maxSegmentLength = 255
+
+    /// Sanitises a job's key hint: strips leading '/', rejects '..' segments, empty segments, NUL
+    /// and control chars, backslashes; nil when unusable.
+    ///
+    /// Also rejects `.` segments, a trailing `/`, segments longer than ``maxSegmentLength`` bytes
+    /// and keys longer than ``maxKeyLength`` bytes. A usable key is returned unchanged otherwise:
+    /// it is never rewritten into a different key.
+    public static func sanitize(_ hint: String) -> String? {
+        let utf8 = hint.utf8
+        guard utf8.count <= maxKeyLength + 64 else { return nil }  // cheap early out, slashes included
+        let trimmed = hint.drop { $0 == "/" }
+        guard !trimmed.isEmpty, trimmed.utf8.count <= maxKeyLength else { return nil }
+        for scalar in trimmed.unicodeScalars {
+            if scalar == "\\" || scalar.properties.generalCategory == .control {
+                return nil
+            }
+        }
+        for segment in trimmed.split(separator: "/", omittingEmptySubsequences: false) {
+            guard !segment.isEmpty, segment != ".", segment != "..",
+                segment.utf8.count <= maxSegmentLength
+            else { return nil }
+        }
+        return String(trimmed)
+    }
+
+    /// "<sha256[0..2]>/<sha256>.<ext>"
+    public static func contentAddressed(sha256: String, format: ImageFormat) -> String {
+        "\(sha256.prefix(2))/\(sha256).\(format.fileExtension)"
+    }
+}

@@ -1,0 +1,222 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+
+@testable import ImageFetchWorker
+
+/// A fresh folder under the system's temporary folder, removed by `remove()`.
+fileprivate struct TemporaryFolder {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/file-sink-tests.XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress.flatMap { mkdtemp($0) }.map { String(cString: $0) }
+        }
+        guard let made else { preconditionFailure("mkdtemp failed") }
+        path = made
+    }
+
+    func remove() {
+        _ = removeTree(path)
+    }
+
+    private func removeTree(_ path: String) -> Bool {
+        for name in list(path) {
+            let child = path + "/" + name
+            if unlink(child) != 0 { _ = removeTree(child) }
+        }
+        return rmdir(path) == 0
+    }
+}
+
+/// Every name in a folder, except `.` and `..`.
+fileprivate func list(_ path: String) -> [String] {
+    guard let dir = opendir(path) else { return [] }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}
+
+/// Every file path under a folder, relative to it.
+fileprivate func listTree(_ root: String, _ relative: String = "") -> [String] {
+    let folder = relative.isEmpty ? root : root + "/" + relative
+    return list(folder).flatMap { name -> [String] in
+        let child = relative.isEmpty ? name : relative + "/" + name
+        var info = stat()
+        guard stat(root + "/" + child, &info) == 0 else { return [] }
+        return (info.st_mode & S_IFMT) == S_IFDIR ? listTree(root, child) : [child]
+    }
+}
+
+fileprivate func readFile(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var result: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    for _ in 0..<10_000 {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return n == 0 ? result : nil }
+        result += buffer[0..<n]
+    }
+    return nil
+}
+
+fileprivate extension ImageSink {
+    /// Stores and waits for the completion.
+    func store(_ request: StorageRequest) async -> Result<StoredObject, JobError> {
+        await withCheckedContinuation { continuation in
+            store(request) { continuation.resume(returning: $0) }
+        }
+    }
+}
+
+@Suite struct FileSinkTests {
+    static let sha = "5e" + String(repeating: "a1", count: 31)
+    static let body: [UInt8] = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+
+    func request(key: String?, body: [UInt8] = FileSinkTests.body, sha256: String = FileSinkTests.sha) -> StorageRequest {
+        StorageRequest(
+            body: body, sha256: sha256, info: ImageInfo(format: .png, width: 1, height: 1),
+            keyHint: key, jobID: "job-1", sourceURL: "https://example.com/a.png"
+        )
+    }
+
+    @Test(arguments: [true, false])
+    func storesContentAddressed(fsync: Bool) async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path + "/images", fsync: fsync)
+        let stored = try await sink.store(request(key: nil)).get()
+        let expectedPath = sink.root + "/5e/\(Self.sha).png"
+        #expect(stored.location == "file://" + expectedPath)
+        #expect(sink.root.hasPrefix("/"))
+        #expect(readFile(expectedPath) == Self.body)
+        #expect(listTree(folder.path) == ["images/5e/\(Self.sha).png"])
+    }
+
+    @Test(arguments: [true, false])
+    func storesUnderSanitisedKey(fsync: Bool) async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: fsync, lanes: 2)
+        let stored = try await sink.store(request(key: "/cats/2024/tabby.png")).get()
+        #expect(stored.location == "file://\(sink.root)/cats/2024/tabby.png")
+        #expect(readFile(sink.root + "/cats/2024/tabby.png") == Self.body)
+
+        // Storing again replaces the file; a hostile key falls back to the content address.
+        _ = try await sink.store(request(key: "cats/2024/tabby.png", body: [1, 2, 3])).get()
+        #expect(readFile(sink.root + "/cats/2024/tabby.png") == [1, 2, 3])
+        let hostile = try await sink.store(request(key: "../../escape.png")).get()
+        #expect(hostile.location == "file://\(sink.root)/5e/\(Self.sha).png")
+        #expect(listTree(folder.path).sorted() == ["5e/\(Self.sha).png", "cats/2024/tabby.png"])
+    }
+
+    @Test func emptyBodyAndRelativeRoot() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let saved = getcwd(nil, 0)
+        defer {
+            if let saved {
+                _ = chdir(saved)
+                free(saved)
+            }
+        }
+        #expect(chdir(folder.path) == 0)
+        let sink = try FileSink(root: "./data/images", fsync: true)
+        #expect(sink.root.hasPrefix("/") && sink.root.hasSuffix("/data/images"))
+        let stored = try await sink.store(request(key: "empty", body: [])).get()
+        #expect(stored.location == "file://\(sink.root)/empty")
+        #expect(readFile(sink.root + "/empty") == [])
+    }
+
+    @Test func manyConcurrentStoresLeaveNoTemporaryFiles() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false, lanes: 3)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<40 {
+                group.addTask {
+                    _ = try await sink.store(self.request(key: "k/\(i % 10)", body: [UInt8(i)])).get()
+                }
+            }
+            try await group.waitForAll()
+        }
+        let files = listTree(folder.path)
+        #expect(files.sorted() == (0..<10).map { "k/\($0)" })
+        #expect(!files.contains { $0.hasSuffix(".tmp") })
+    }
+
+    @Test func rootUnderARegularFileFails() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.path + "/plain"
+        let fd = open(file, O_CREAT | O_WRONLY, 0o644)
+        #expect(fd >= 0)
+        close(fd)
+        #expect {
+            _ = try FileSink(root: file + "/images", fsync: true)
+        } throws: { error in
+            guard let error = error as? JobError else { return false }
+            return error.code == .storageFailed && error.retryable && !error.message.contains(folder.path)
+        }
+    }
+
+    @Test func unwritableKeyFailsAndCleansUp() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: true)
+        _ = try await sink.store(request(key: "blocker", body: [0])).get()
+        // "blocker" is a file, so "blocker/x.png" cannot be created.
+        let result = await sink.store(request(key: "blocker/x.png"))
+        guard case .failure(let error) = result else {
+            Issue.record("stored under a regular file: \(result)")
+            return
+        }
+        #expect(error.code == .storageFailed)
+        #expect(error.message.contains("blocker/x.png"))
+        #expect(!error.message.contains(folder.path))
+        #expect(!error.message.contains("example.com"))
+        #expect(listTree(folder.path) == ["blocker"])
+
+        // A folder where the file should go: the rename fails and the temporary file is removed.
+        #expect(mkdir(folder.path + "/taken", 0o755) == 0)
+        #expect(mkdir(folder.path + "/taken/child", 0o755) == 0)
+        let renamed = await sink.store(request(key: "taken"))
+        guard case .failure(let renameError) = renamed else {
+            Issue.record("replaced a folder: \(renamed)")
+            return
+        }
+        #expect(renameError.code == .storageFailed)
+        #expect(listTree(folder.path).sorted() == ["blocker"])
+        #expect(list(folder.path).sorted() == ["blocker", "taken"])
+    }
+
+    @Test func nonHexDigestIsRefused() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false)
+        let result = await sink.store(request(key: nil, sha256: "../../x"))
+        guard case .failure(let error) = result else {
+            Issue.record("stored under a non-hex digest")
+            return
+        }
+        #expect(error.code == .storageFailed)
+        #expect(list(folder.path).isEmpty)
+    }
+
+    @Test func noneSinkStoresNothing() async throws {
+        let stored = try await NoneSink().store(request(key: "x")).get()
+        #expect(stored == StoredObject(location: nil))
+    }
+}

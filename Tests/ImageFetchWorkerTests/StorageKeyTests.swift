@@ -1,0 +1,51 @@
+import Testing
+
+@testable import ImageFetchWorker
+
+@Suite struct StorageKeyTests {
+    @Test func contentAddressedKey() {
+        let sha = "ab" + String(repeating: "0", count: 62)
+        #expect(StorageKey.contentAddressed(sha256: sha, format: .png) == "ab/\(sha).png")
+        #expect(StorageKey.contentAddressed(sha256: sha, format: .jpeg) == "ab/\(sha).jpg")
+        #expect(StorageKey.contentAddressed(sha256: sha, format: .tiff) == "ab/\(sha).tif")
+    }
+
+    @Test(arguments: [
+        ("a.png", "a.png"),
+        ("cats/2024/tabby.jpg", "cats/2024/tabby.jpg"),
+        ("/abs", "abs"),
+        ("///abs/x.gif", "abs/x.gif"),
+        ("a..b/c...d", "a..b/c...d"),
+        (".hidden", ".hidden"),
+        ("spaces are fine.png", "spaces are fine.png"),
+        ("ünïcödé/画像.webp", "ünïcödé/画像.webp"),
+    ])
+    func usableKeys(_ hint: String, _ expected: String) {
+        #expect(StorageKey.sanitize(hint) == expected)
+    }
+
+    @Test(arguments: [
+        "../x", "a/../b", "a/..", "..", "./a", "a/./b", "a//b", "a/", "", "/", "//",
+        "a\u{0}b", "a\u{1F}b", "a\u{7F}b", "a\nb", "a\u{85}b", "a\\b", "..\\x",
+        String(repeating: "x", count: 256), String(repeating: "a/", count: 600) + "a",
+    ])
+    func hostileKeys(_ hint: String) {
+        #expect(StorageKey.sanitize(hint) == nil)
+    }
+
+    @Test func longestSegmentIsAccepted() {
+        let segment = String(repeating: "x", count: StorageKey.maxSegmentLength)
+        #expect(StorageKey.sanitize(segment) == segment)
+    }
+
+    @Test func requestFallsBackToContentAddressedKey() {
+        let sha = String(repeating: "c", count: 64)
+        let info = ImageInfo(format: .gif, width: 1, height: 1)
+        func request(_ hint: String?) -> StorageRequest {
+            StorageRequest(body: [1], sha256: sha, info: info, keyHint: hint, jobID: "j", sourceURL: "http://x/")
+        }
+        #expect(request(nil).resolvedKey == "cc/\(sha).gif")
+        #expect(request("../etc/passwd").resolvedKey == "cc/\(sha).gif")
+        #expect(request("/a/b.gif").resolvedKey == "a/b.gif")
+    }
+}
