@@ -9,16 +9,31 @@ import Testing
     @Test func claimSucceedsOnce() {
         var ledger = AdmissionLedger()
         ledger.received(delivery(1))
-        #expect(ledger.claim(delivery(1)))
-        #expect(!ledger.claim(delivery(1)))
+        do {
+            let value = ledger.claim(delivery(1))
+            #expect(value)
+        }
+        do {
+            let value = ledger.claim(delivery(1))
+            #expect(!value)
+        }
     }
 
     @Test func takeAllHandsBackInTagOrderAndBlocksLaterClaims() {
         var ledger = AdmissionLedger()
         for tag in [3, 1, 2] as [UInt64] { ledger.received(delivery(tag)) }
-        #expect(ledger.claim(delivery(2)))
-        #expect(ledger.takeAll().map(\.tag) == [1, 3])
-        #expect(!ledger.claim(delivery(1)))
+        do {
+            let value = ledger.claim(delivery(2))
+            #expect(value)
+        }
+        do {
+            let value = ledger.takeAll()
+            #expect(value.map(\.tag) == [1, 3])
+        }
+        do {
+            let value = ledger.claim(delivery(1))
+            #expect(!value)
+        }
         #expect(ledger.count == 0)
     }
 
@@ -26,8 +41,17 @@ import Testing
         var ledger = AdmissionLedger()
         ledger.received(delivery(1, epoch: 1))
         ledger.received(delivery(1, epoch: 2))
-        #expect(ledger.dropEpochs(before: 2) == 1)
-        #expect(!ledger.claim(delivery(1, epoch: 1)))
-        #expect(ledger.claim(delivery(1, epoch: 2)))
+        do {
+            let value = ledger.dropEpochs(before: 2)
+            #expect(value == 1)
+        }
+        do {
+            let value = ledger.claim(delivery(1, epoch: 1))
+            #expect(!value)
+        }
+        do {
+            let value = ledger.claim(delivery(1, epoch: 2))
+            #expect(value)
+        }
     }
 }

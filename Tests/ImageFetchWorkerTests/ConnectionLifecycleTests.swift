@@ -4,9 +4,18 @@ import Testing
 @Suite struct ConnectionLifecycleTests {
     @Test func startConnectsToTheFirstURL() {
         var lifecycle = ConnectionLifecycle(urlCount: 2)
-        #expect(lifecycle.start() == .connect(urlIndex: 0))
-        #expect(lifecycle.start() == .none)
-        #expect(lifecycle.connected() == .none)
+        do {
+            let value = lifecycle.start()
+            #expect(value == .connect(urlIndex: 0))
+        }
+        do {
+            let value = lifecycle.start()
+            #expect(value == .none)
+        }
+        do {
+            let value = lifecycle.connected()
+            #expect(value == .none)
+        }
         #expect(lifecycle.state == .consuming(epoch: 1))
         #expect(lifecycle.isConsuming)
     }
@@ -14,10 +23,22 @@ import Testing
     @Test func failuresBackOffAndRotateURLs() {
         var lifecycle = ConnectionLifecycle(urlCount: 2, backoff: Backoff(initial: 1, multiplier: 2, cap: 30))
         _ = lifecycle.start()
-        #expect(lifecycle.connectFailed(jitter: 0) == .scheduleReconnect(delay: 0.5))
-        #expect(lifecycle.reconnectTimerFired() == .connect(urlIndex: 1))
-        #expect(lifecycle.connectFailed(jitter: 0) == .scheduleReconnect(delay: 1))
-        #expect(lifecycle.reconnectTimerFired() == .connect(urlIndex: 0))
+        do {
+            let value = lifecycle.connectFailed(jitter: 0)
+            #expect(value == .scheduleReconnect(delay: 0.5))
+        }
+        do {
+            let value = lifecycle.reconnectTimerFired()
+            #expect(value == .connect(urlIndex: 1))
+        }
+        do {
+            let value = lifecycle.connectFailed(jitter: 0)
+            #expect(value == .scheduleReconnect(delay: 1))
+        }
+        do {
+            let value = lifecycle.reconnectTimerFired()
+            #expect(value == .connect(urlIndex: 0))
+        }
     }
 
     @Test func lossReconnectsWithANewEpoch() {
@@ -29,7 +50,10 @@ import Testing
             return
         }
         #expect(!lifecycle.isConsuming)
-        #expect(lifecycle.reconnectTimerFired() == .connect(urlIndex: 0))
+        do {
+            let value = lifecycle.reconnectTimerFired()
+            #expect(value == .connect(urlIndex: 0))
+        }
         _ = lifecycle.connected()
         #expect(lifecycle.state == .consuming(epoch: 2))
     }
@@ -38,28 +62,52 @@ import Testing
         var lifecycle = ConnectionLifecycle(urlCount: 1)
         _ = lifecycle.start()
         _ = lifecycle.connected()
-        #expect(lifecycle.drain() == .cancelConsumer)
-        #expect(lifecycle.drain() == .none)
-        #expect(lifecycle.connectionLost(jitter: 0) == .failOutstanding)
+        do {
+            let value = lifecycle.drain()
+            #expect(value == .cancelConsumer)
+        }
+        do {
+            let value = lifecycle.drain()
+            #expect(value == .none)
+        }
+        do {
+            let value = lifecycle.connectionLost(jitter: 0)
+            #expect(value == .failOutstanding)
+        }
         #expect(lifecycle.state == .closed)
-        #expect(lifecycle.reconnectTimerFired() == .none)
+        do {
+            let value = lifecycle.reconnectTimerFired()
+            #expect(value == .none)
+        }
     }
 
     @Test func drainWhileReconnectingClosesAtOnce() {
         var lifecycle = ConnectionLifecycle(urlCount: 1)
         _ = lifecycle.start()
         _ = lifecycle.connectFailed(jitter: 0)
-        #expect(lifecycle.drain() == .none)
+        do {
+            let value = lifecycle.drain()
+            #expect(value == .none)
+        }
         #expect(lifecycle.state == .closed)
-        #expect(lifecycle.reconnectTimerFired() == .none)
+        do {
+            let value = lifecycle.reconnectTimerFired()
+            #expect(value == .none)
+        }
     }
 
     @Test func closeClosesAConnectedSession() {
         var lifecycle = ConnectionLifecycle(urlCount: 1)
         _ = lifecycle.start()
         _ = lifecycle.connected()
-        #expect(lifecycle.close() == .close)
-        #expect(lifecycle.close() == .none)
+        do {
+            let value = lifecycle.close()
+            #expect(value == .close)
+        }
+        do {
+            let value = lifecycle.close()
+            #expect(value == .none)
+        }
     }
 
     @Test func backoffIsCappedAndJittered() {

@@ -17,7 +17,7 @@ final class WorkerProcess: @unchecked Sendable {
 
     init(arguments: [String] = ["run"], environment: [String: String]) throws {
         logURL = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-worker-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let log = try FileHandle(forWritingTo: logURL)
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
