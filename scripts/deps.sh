@@ -54,7 +54,7 @@ if ((${#missing[@]} > 0)); then
     "${sudo[@]}" chmod 0755 "$policy"
     own_policy=1
   fi
-  cleanup() { ((own_policy)) && "${sudo[@]}" rm -f "$policy"; }
+  cleanup() { if ((own_policy)); then "${sudo[@]}" rm -f "$policy"; fi; }
   trap cleanup EXIT
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null ||
