@@ -19,7 +19,10 @@
 #                        it adds a few seconds to the start)
 #   IFW_MGMT_PORT        management listener when the plugin is on, default 15672 (127.0.0.1)
 #   IFW_RABBIT_TIMEOUT   seconds `start` and `wait` allow, default 60
+#   IFW_RABBIT_OWNER_PID the process the node belongs to (scripts/test.sh); once it has exited, a later
+#                        `start` on the same port may stop the leftover node
 #
+# `start` exits 98 when the port (or the node name) is taken by something it must not stop.
 # The node is named ifw-PORT@localhost and its Erlang distribution port is PORT+20000, so nodes on
 # different AMQP ports never clash. Debian's rabbitmq-server runs as the `rabbitmq` user, so the folder
 # is chowned to it and every RabbitMQ command here runs as that user (runuser as root, sudo otherwise),
@@ -109,11 +112,35 @@ node_pid() {
 beam_pid() {
   local pid
   for pid in $(pgrep -u "$RABBIT_USER" -x beam.smp 2>/dev/null); do
-    if as_root cat "/proc/$pid/environ" 2>/dev/null | tr '\0' '\n' | grep -qx "RABBITMQ_NODENAME=$NODE"; then
+    if [[ $(beam_env "$pid" RABBITMQ_NODENAME) == "$NODE" ]]; then
       echo "$pid"
       return 0
     fi
   done
+  return 1
+}
+
+# beam_env PID VAR: a variable from the environment the process was started with.
+beam_env() {
+  as_root cat "/proc/$1/environ" 2>/dev/null | tr '\0' '\n' | sed -n "s/^$2=//p" | head -n1
+}
+
+# A beam process with our node name that we may stop: it was started from our folder, its folder is
+# gone, or the process that owned it (IFW_RABBIT_OWNER_PID, set by scripts/test.sh) has exited.
+# A node that another live test run or another checkout uses is left alone.
+reclaimable_pid() {
+  local pid base owner
+  pid="$(beam_pid)" || return 1
+  base="$(beam_env "$pid" RABBITMQ_MNESIA_BASE)"
+  if [[ $base == "$DIR/mnesia" || ! -d $base ]]; then
+    echo "$pid"
+    return 0
+  fi
+  owner="$(as_root cat "${base%/mnesia}/owner.pid" 2>/dev/null | tr -dc 0-9)" || true
+  if [[ -n $owner ]] && ! kill -0 "$owner" 2>/dev/null; then
+    echo "$pid"
+    return 0
+  fi
   return 1
 }
 
@@ -183,7 +210,7 @@ wait_ready() {
 
 do_stop() {
   local pid stopped=0
-  pid="$(node_pid || beam_pid || true)"
+  pid="$(node_pid || reclaimable_pid || true)"
   if [[ -z $pid ]]; then
     port_answers "$PORT" && say "note: something else answers on 127.0.0.1:$PORT; not ours, left alone"
     stop_epmd_if_ours
@@ -227,14 +254,25 @@ do_start() {
   command -v "$RABBIT_BIN/rabbitmq-server" >/dev/null 2>&1 || [[ -x $RABBIT_BIN/rabbitmq-server ]] ||
     die "rabbitmq-server is not installed; run scripts/deps.sh"
   local t0=$SECONDS
-  if node_pid >/dev/null || beam_pid >/dev/null; then
+  local other
+  if node_pid >/dev/null || reclaimable_pid >/dev/null; then
     say "stopping a node left over from an earlier run"
     do_stop
   fi
-  if port_answers "$PORT"; then
-    die "127.0.0.1:$PORT is already in use by another program; choose another IFW_AMQP_PORT"
+  if other="$(beam_pid)"; then
+    say "$NODE is in use by a live node (pid $other, folder $(beam_env "$other" RABBITMQ_MNESIA_BASE)); choose another IFW_AMQP_PORT"
+    exit 98
+  fi
+  if port_answers "$PORT" || port_answers "$DIST_PORT"; then
+    say "127.0.0.1:$PORT or its distribution port $DIST_PORT is in use by another program; choose another IFW_AMQP_PORT"
+    exit 98
   fi
   write_config
+  if [[ -n ${IFW_RABBIT_OWNER_PID:-} ]]; then
+    echo "$IFW_RABBIT_OWNER_PID" | as_root tee "$DIR/owner.pid" >/dev/null
+  else
+    as_root rm -f "$DIR/owner.pid"
+  fi
   if ! epmd -names >/dev/null 2>&1; then
     as_rabbit epmd -daemon
     as_root touch "$DIR/epmd.ours"
