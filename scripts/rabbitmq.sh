@@ -13,7 +13,7 @@
 #   scripts/rabbitmq.sh destroy    stop it and delete its folder (data and logs)
 #
 # Environment:
-#   IFW_AMQP_PORT        AMQP port, default 5672; listens on 127.0.0.1 only
+#   IFW_AMQP_PORT        AMQP port, default: the folder's last port, else 5672; 127.0.0.1 only
 #   IFW_RABBIT_DIR       data, logs, config and the Erlang cookie; default $PWD/.run/rabbitmq
 #   IFW_RABBIT_PLUGINS   comma-separated plugins to enable, e.g. rabbitmq_management (off by default:
 #                        it adds a few seconds to the start)
@@ -33,8 +33,10 @@
 # about 5 s after rabbitmq-server -detached, see docs/ARCHITECTURE). `stop` takes 4-5 s.
 set -euo pipefail
 
-PORT="${IFW_AMQP_PORT:-5672}"
 DIR="${IFW_RABBIT_DIR:-$PWD/.run/rabbitmq}"
+# Without IFW_AMQP_PORT, the port the folder's node was last started on (so `stop` finds a node that
+# scripts/run.sh started on the port of $AMQP_URL), else 5672.
+PORT="${IFW_AMQP_PORT:-$(cat "$DIR/port" 2>/dev/null || echo 5672)}"
 PLUGINS="${IFW_RABBIT_PLUGINS:-}"
 MGMT_PORT="${IFW_MGMT_PORT:-15672}"
 TIMEOUT="${IFW_RABBIT_TIMEOUT:-60}"
@@ -268,6 +270,7 @@ do_start() {
     exit 98
   fi
   write_config
+  echo "$PORT" | as_root tee "$DIR/port" >/dev/null
   if [[ -n ${IFW_RABBIT_OWNER_PID:-} ]]; then
     echo "$IFW_RABBIT_OWNER_PID" | as_root tee "$DIR/owner.pid" >/dev/null
   else
