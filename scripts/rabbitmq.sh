@@ -28,9 +28,8 @@
 # is chowned to it and every RabbitMQ command here runs as that user (runuser as root, sudo otherwise),
 # with HOME inside the folder so the node and `ctl` share one Erlang cookie.
 #
-# Start time measured here (2 cores, RabbitMQ 3.10.8, Erlang 25.2): 13-14 s from `start` to a ready node
-# while Swift builds loaded both cores (load average 11); about 5 s on an idle machine (the node answers
-# about 5 s after rabbitmq-server -detached, see docs/ARCHITECTURE). `stop` takes 4-5 s.
+# Start time measured here (2 cores, RabbitMQ 3.10.8, Erlang 25.2), from `start` to a ready node: 5 s on a
+# quiet machine, 13-19 s while Swift builds load both cores (load average 11). `stop` takes 3-5 s.
 set -euo pipefail
 
 DIR="${IFW_RABBIT_DIR:-$PWD/.run/rabbitmq}"
