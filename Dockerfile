@@ -1,0 +1,60 @@
+# syntax=docker/dockerfile:1
+#
+# Multi-stage build of image-fetch-worker.
+#   docker build -t image-fetch-worker .
+#   docker run --rm image-fetch-worker --help
+#
+# Build stage: the official Swift image. swift:6.2-noble is a published tag (Swift 6.2.x on Ubuntu
+# 24.04); the development machines run Swift 6.3, and a newer 6.x tag can be chosen with
+#   docker build --build-arg SWIFT_IMAGE=swift:6.3-noble .
+# Keep the runtime image on the same Ubuntu release as the build image, so the librabbitmq and
+# libcurl the binary was linked against are the ones it finds at run time.
+ARG SWIFT_IMAGE=swift:6.2-noble
+ARG RUNTIME_IMAGE=ubuntu:noble
+
+FROM ${SWIFT_IMAGE} AS build
+RUN export DEBIAN_FRONTEND=noninteractive \
+ && apt-get update -q \
+ && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /build
+
+# Resolve dependencies in their own layer: it is rebuilt only when the manifest changes, not on every
+# source edit. (Package.resolved is not committed; resolution follows the manifest's version ranges.)
+COPY Package.swift ./
+RUN swift package resolve
+
+COPY . .
+RUN swift build -c release --static-swift-stdlib --product image-fetch-worker \
+ && mkdir -p /staging \
+ && cp "$(swift build -c release --show-bin-path)/image-fetch-worker" /staging/ \
+ && find -L "$(swift build -c release --show-bin-path)/" -maxdepth 1 -name '*.resources' \
+      -exec cp -Ra {} /staging/ \;
+
+# Runtime stage: the shared libraries the binary links (the Swift runtime is static), CA roots for
+# https, and curl for the HEALTHCHECK.
+FROM ${RUNTIME_IMAGE}
+RUN export DEBIAN_FRONTEND=noninteractive \
+ && apt-get update -q \
+ && apt-get install -y -q --no-install-recommends librabbitmq4 libcurl4t64 ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home \
+      --shell /usr/sbin/nologin worker \
+ && mkdir -p /app /data/images \
+ && chown worker:worker /data/images
+
+WORKDIR /app
+COPY --from=build /staging/ /app/
+RUN ln -s /app/image-fetch-worker /usr/local/bin/image-fetch-worker
+
+ENV STORAGE_PATH=/data/images
+VOLUME ["/data/images"]
+USER worker:worker
+# /metrics, /healthz and /readyz (http.port)
+EXPOSE 9090
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+  CMD curl -fsS -o /dev/null http://127.0.0.1:9090/healthz || exit 1
+# SIGTERM starts the drain (worker.drain_timeout, 25 s by default); give `docker stop -t` more than that.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["image-fetch-worker"]
+CMD ["run"]

@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# A project-local RabbitMQ node for development and tests.
+#
+#   scripts/rabbitmq.sh start      start the node (stops a stale one first), wait until it is ready
+#   scripts/rabbitmq.sh stop       stop it (also when frozen with kill -STOP)
+#   scripts/rabbitmq.sh status     exit 0 and print a line if it runs, exit 3 if not
+#   scripts/rabbitmq.sh wait [S]   wait up to S seconds (default 60) until it accepts AMQP
+#   scripts/rabbitmq.sh ctl ARGS   rabbitmqctl against this node, e.g.
+#                                  `ctl -q list_queues --no-table-headers name messages_ready consumers`
+#   scripts/rabbitmq.sh freeze     kill -STOP the node (to test heartbeats and timeouts)
+#   scripts/rabbitmq.sh thaw       kill -CONT the node
+#   scripts/rabbitmq.sh pid        print the node's OS pid
+#   scripts/rabbitmq.sh destroy    stop it and delete its folder (data and logs)
+#
+# Environment:
+#   IFW_AMQP_PORT        AMQP port, default: the folder's last port, else 5672; 127.0.0.1 only
+#   IFW_RABBIT_DIR       data, logs, config and the Erlang cookie; default $PWD/.run/rabbitmq
+#   IFW_RABBIT_PLUGINS   comma-separated plugins to enable, e.g. rabbitmq_management (off by default:
+#                        it adds a few seconds to the start)
+#   IFW_MGMT_PORT        management listener when the plugin is on, default 15672 (127.0.0.1)
+#   IFW_RABBIT_TIMEOUT   seconds `start` and `wait` allow, default 60
+#   IFW_RABBIT_OWNER_PID the process the node belongs to (scripts/test.sh); once it has exited, a later
+#                        `start` on the same port may stop the leftover node
+#
+# `start` exits 98 when the port (or the node name) is taken by something it must not stop.
+# The node is named ifw-PORT@localhost and its Erlang distribution port is PORT+20000, so nodes on
+# different AMQP ports never clash. Debian's rabbitmq-server runs as the `rabbitmq` user, so the folder
+# is chowned to it and every RabbitMQ command here runs as that user (runuser as root, sudo otherwise),
+# with HOME inside the folder so the node and `ctl` share one Erlang cookie.
+#
+# Start time measured here (2 cores, RabbitMQ 3.10.8, Erlang 25.2), from `start` to a ready node: 5 s on a
+# quiet machine, 13-19 s while Swift builds load both cores (load average 11). `stop` takes 3-5 s.
+set -euo pipefail
+
+DIR="${IFW_RABBIT_DIR:-$PWD/.run/rabbitmq}"
+# Without IFW_AMQP_PORT, the port the folder's node was last started on (so `stop` finds a node that
+# scripts/run.sh started on the port of $AMQP_URL), else 5672.
+PORT="${IFW_AMQP_PORT:-$(cat "$DIR/port" 2>/dev/null || echo 5672)}"
+PLUGINS="${IFW_RABBIT_PLUGINS:-}"
+MGMT_PORT="${IFW_MGMT_PORT:-15672}"
+TIMEOUT="${IFW_RABBIT_TIMEOUT:-60}"
+RABBIT_USER=rabbitmq
+RABBIT_BIN=/usr/lib/rabbitmq/bin
+
+die() { echo "rabbitmq.sh: $*" >&2; exit 1; }
+say() { echo "rabbitmq.sh: $*" >&2; }
+
+case "$PORT" in '' | *[!0-9]*) die "IFW_AMQP_PORT must be a port number, got '$PORT'" ;; esac
+((PORT > 0 && PORT < 45536)) || die "IFW_AMQP_PORT must be between 1 and 45535 (the distribution port is PORT+20000), got $PORT"
+DIST_PORT=$((PORT + 20000))
+NODE="ifw-$PORT@localhost"
+mkdir -p "$DIR" 2>/dev/null || true
+DIR="$(cd "$DIR" 2>/dev/null && pwd)" || die "cannot create the folder IFW_RABBIT_DIR=$DIR"
+PID_FILE="$DIR/rabbitmq.pid"
+# Child invocations of this script (timeout "$0" ctl ...) must address the same node.
+export IFW_AMQP_PORT="$PORT" IFW_RABBIT_DIR="$DIR"
+
+# Run a command as root (for chown/rm of files owned by rabbitmq).
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+  else die "need root or sudo to run: $*"; fi
+}
+
+# Run a command as the rabbitmq user with the node's environment, from inside the node's folder.
+as_rabbit() {
+  local -a env_args=(
+    HOME="$DIR/home"
+    PATH="$RABBIT_BIN:/usr/sbin:/usr/bin:/sbin:/bin"
+    LANG=C.UTF-8 LC_ALL=C.UTF-8
+    RABBITMQ_NODENAME="$NODE"
+    RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+    RABBITMQ_NODE_PORT="$PORT"
+    RABBITMQ_DIST_PORT="$DIST_PORT"
+    RABBITMQ_MNESIA_BASE="$DIR/mnesia"
+    RABBITMQ_LOG_BASE="$DIR/log"
+    RABBITMQ_CONFIG_FILE="$DIR/rabbitmq.conf"
+    RABBITMQ_ADVANCED_CONFIG_FILE="$DIR/advanced.config"
+    RABBITMQ_CONF_ENV_FILE="$DIR/rabbitmq-env.conf"
+    RABBITMQ_ENABLED_PLUGINS_FILE="$DIR/enabled_plugins"
+    RABBITMQ_PID_FILE="$PID_FILE"
+    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    ERL_EPMD_ADDRESS=127.0.0.1
+    ERL_CRASH_DUMP="$DIR/log/erl_crash.dump"
+  )
+  if [[ $(id -un) == "$RABBIT_USER" ]]; then
+    (cd "$DIR" && env "${env_args[@]}" "$@")
+  elif [[ $(id -u) -eq 0 ]]; then
+    (cd "$DIR" && runuser -u "$RABBIT_USER" -- env "${env_args[@]}" "$@")
+  elif command -v sudo >/dev/null 2>&1; then
+    (cd "$DIR" && sudo -n -u "$RABBIT_USER" env "${env_args[@]}" "$@")
+  else
+    die "run as root, as $RABBIT_USER, or with passwordless sudo: the node must run as $RABBIT_USER"
+  fi
+}
+
+ctl() { as_rabbit "$RABBIT_BIN/rabbitmqctl" -n "$NODE" "$@"; }
+
+port_answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+node_pid() {
+  local pid
+  [[ -s $PID_FILE ]] || return 1
+  pid="$(tr -dc 0-9 <"$PID_FILE")"
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+# The pid of the beam process that carries our node name, wherever it was started from: a node left
+# over from an earlier run whose folder is gone, a test run killed hard, or a node still booting that
+# has not written its pid file yet. The name is not on beam's command line (RabbitMQ sets it at boot),
+# but it is in its environment.
+beam_pid() {
+  local pid
+  for pid in $(pgrep -u "$RABBIT_USER" -x beam.smp 2>/dev/null); do
+    if [[ $(beam_env "$pid" RABBITMQ_NODENAME) == "$NODE" ]]; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# beam_env PID VAR: a variable from the environment the process was started with.
+beam_env() {
+  as_root cat "/proc/$1/environ" 2>/dev/null | tr '\0' '\n' | sed -n "s/^$2=//p" | head -n1
+}
+
+# A beam process with our node name that we may stop: it was started from our folder, its folder is
+# gone, or the process that owned it (IFW_RABBIT_OWNER_PID, set by scripts/test.sh) has exited.
+# A node that another live test run or another checkout uses is left alone.
+reclaimable_pid() {
+  local pid base owner
+  pid="$(beam_pid)" || return 1
+  base="$(beam_env "$pid" RABBITMQ_MNESIA_BASE)"
+  if [[ $base == "$DIR/mnesia" || ! -d $base ]]; then
+    echo "$pid"
+    return 0
+  fi
+  owner="$(as_root cat "${base%/mnesia}/owner.pid" 2>/dev/null | tr -dc 0-9)" || true
+  if [[ -n $owner ]] && ! kill -0 "$owner" 2>/dev/null; then
+    echo "$pid"
+    return 0
+  fi
+  return 1
+}
+
+log_tail() {
+  local f
+  for f in "$DIR/log/startup.log" "$DIR/log/$NODE.log"; do
+    [[ -s $f ]] || continue
+    echo "---- last lines of $f ----" >&2
+    as_root tail -n 40 "$f" >&2 || true
+  done
+}
+
+write_config() {
+  as_root mkdir -p "$DIR/mnesia" "$DIR/log" "$DIR/home"
+  local tmp
+  tmp="$(mktemp)"
+  {
+    echo "# Generated by scripts/rabbitmq.sh; rewritten on every start."
+    echo "listeners.tcp.default = 127.0.0.1:$PORT"
+    echo "log.file.level = info"
+    echo "log.console = false"
+    if [[ ,$PLUGINS, == *,rabbitmq_management,* ]]; then
+      echo "management.tcp.ip = 127.0.0.1"
+      echo "management.tcp.port = $MGMT_PORT"
+    fi
+    if [[ ,$PLUGINS, == *,rabbitmq_prometheus,* ]]; then
+      echo "prometheus.tcp.ip = 127.0.0.1"
+    fi
+  } >"$tmp"
+  as_root cp "$tmp" "$DIR/rabbitmq.conf"
+  if [[ -n $PLUGINS ]]; then
+    echo "[${PLUGINS}]." >"$tmp"
+  else
+    echo "[]." >"$tmp"
+  fi
+  as_root cp "$tmp" "$DIR/enabled_plugins"
+  : >"$tmp"
+  as_root cp "$tmp" "$DIR/rabbitmq-env.conf"
+  rm -f "$tmp"
+  as_root chown -R "$RABBIT_USER:$RABBIT_USER" "$DIR"
+  as_root chmod 0750 "$DIR/home"
+  as_rabbit test -w "$DIR/mnesia" ||
+    die "user $RABBIT_USER cannot write $DIR (a parent folder is not searchable by it?); set IFW_RABBIT_DIR to a folder under /tmp"
+}
+
+wait_ready() {
+  local deadline=$((SECONDS + TIMEOUT))
+  while ((SECONDS < deadline)); do
+    if port_answers "$PORT"; then
+      # The AMQP listener opens near the end of the boot; await_startup confirms the boot finished.
+      if ctl -q await_startup --timeout "$((deadline - SECONDS > 5 ? deadline - SECONDS : 5))" >/dev/null 2>&1; then
+        return 0
+      fi
+    fi
+    if [[ ${1:-} == --starting ]] && ! node_pid >/dev/null && ! beam_pid >/dev/null; then
+      # The boot process is gone and no node holds our name: it failed.
+      sleep 1
+      port_answers "$PORT" && continue
+      say "the node exited during start"
+      return 1
+    fi
+    sleep 0.2
+  done
+  say "timed out after ${TIMEOUT}s waiting for $NODE on 127.0.0.1:$PORT"
+  return 1
+}
+
+do_stop() {
+  local pid stopped=0
+  pid="$(node_pid || reclaimable_pid || true)"
+  if [[ -z $pid ]]; then
+    port_answers "$PORT" && say "note: something else answers on 127.0.0.1:$PORT; not ours, left alone"
+    stop_epmd_if_ours
+    return 0
+  fi
+  # A node frozen by kill -STOP cannot answer rabbitmqctl; resume it first.
+  kill -CONT "$pid" 2>/dev/null || as_root kill -CONT "$pid" 2>/dev/null || true
+  if timeout 30 "$0" ctl -q stop >/dev/null 2>&1; then
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || { stopped=1; break; }
+      sleep 0.1
+    done
+  fi
+  if ((stopped == 0)) && kill -0 "$pid" 2>/dev/null; then
+    say "rabbitmqctl stop did not end pid $pid; sending TERM"
+    as_root kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "sending KILL to pid $pid"
+      as_root kill -KILL "$pid" 2>/dev/null || true
+      sleep 0.2
+    fi
+  fi
+  as_root rm -f "$PID_FILE"
+  stop_epmd_if_ours
+  say "stopped $NODE"
+}
+
+# Kill epmd only if this script started it and no Erlang node is registered with it any more.
+stop_epmd_if_ours() {
+  if [[ -f $DIR/epmd.ours ]] && ! epmd -names 2>/dev/null | grep -q '^name '; then
+    epmd -kill >/dev/null 2>&1 || true
+    as_root rm -f "$DIR/epmd.ours"
+  fi
+}
+
+do_start() {
+  command -v "$RABBIT_BIN/rabbitmq-server" >/dev/null 2>&1 || [[ -x $RABBIT_BIN/rabbitmq-server ]] ||
+    die "rabbitmq-server is not installed; run scripts/deps.sh"
+  local t0=$SECONDS
+  local other
+  if node_pid >/dev/null || reclaimable_pid >/dev/null; then
+    say "stopping a node left over from an earlier run"
+    do_stop
+  fi
+  if other="$(beam_pid)"; then
+    say "$NODE is in use by a live node (pid $other, folder $(beam_env "$other" RABBITMQ_MNESIA_BASE)); choose another IFW_AMQP_PORT"
+    exit 98
+  fi
+  if port_answers "$PORT" || port_answers "$DIST_PORT"; then
+    say "127.0.0.1:$PORT or its distribution port $DIST_PORT is in use by another program; choose another IFW_AMQP_PORT"
+    exit 98
+  fi
+  write_config
+  echo "$PORT" | as_root tee "$DIR/port" >/dev/null
+  if [[ -n ${IFW_RABBIT_OWNER_PID:-} ]]; then
+    echo "$IFW_RABBIT_OWNER_PID" | as_root tee "$DIR/owner.pid" >/dev/null
+  else
+    as_root rm -f "$DIR/owner.pid"
+  fi
+  if ! epmd -names >/dev/null 2>&1; then
+    as_rabbit epmd -daemon
+    as_root touch "$DIR/epmd.ours"
+  fi
+  say "starting $NODE on 127.0.0.1:$PORT (folder $DIR)"
+  # shellcheck disable=SC2016 # expanded by the inner sh
+  as_rabbit sh -c 'exec "$0" -detached >"$1" 2>&1 </dev/null' "$RABBIT_BIN/rabbitmq-server" "$DIR/log/startup.log" ||
+    { log_tail; die "rabbitmq-server -detached failed"; }
+  if ! wait_ready --starting; then
+    log_tail
+    do_stop >/dev/null 2>&1 || true
+    die "RabbitMQ did not start"
+  fi
+  say "ready after $((SECONDS - t0))s: amqp://guest:guest@127.0.0.1:$PORT/%2F"
+}
+
+do_status() {
+  local pid
+  if pid="$(node_pid)" && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == T ]]; then
+    echo "frozen (stopped by a signal): $NODE pid $pid; resume with: $0 thaw"
+    return 3
+  fi
+  if pid="$(node_pid)" && port_answers "$PORT"; then
+    echo "running: $NODE pid $pid amqp://127.0.0.1:$PORT folder $DIR"
+    return 0
+  fi
+  if pid="$(node_pid)"; then
+    echo "starting, frozen or failing: $NODE pid $pid (port $PORT does not answer) folder $DIR"
+    return 3
+  fi
+  echo "not running: $NODE (folder $DIR)"
+  return 3
+}
+
+cmd="${1:-}"
+[[ $# -gt 0 ]] && shift
+case "$cmd" in
+  start) do_start ;;
+  stop) do_stop ;;
+  status) do_status ;;
+  wait)
+    TIMEOUT="${1:-$TIMEOUT}"
+    wait_ready || exit 1
+    ;;
+  ctl) ctl "$@" ;;
+  pid) node_pid || die "$NODE is not running" ;;
+  freeze | thaw)
+    pid="$(node_pid)" || die "$NODE is not running"
+    if [[ $cmd == freeze ]]; then as_root kill -STOP "$pid"; else as_root kill -CONT "$pid"; fi
+    ;;
+  destroy)
+    do_stop
+    as_root rm -rf "$DIR"
+    ;;
+  *)
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac

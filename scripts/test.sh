@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The test suite, as `make test` and .ci/run run it:
+#   1. installs missing system packages (scripts/deps.sh);
+#   2. validates docker-compose.yml (scripts/check-compose.sh);
+#   3. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
+#      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs;
+#   4. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
+#   5. stops the node and deletes its folder on any exit (success, failure, Ctrl-C), and exits with
+#      swift test's status.
+#
+# Environment the tests get:
+#   IFW_TEST_AMQP_URL          amqp://guest:guest@127.0.0.1:PORT/%2F
+#   IFW_TEST_RABBITMQ_SCRIPT   absolute path of scripts/rabbitmq.sh (start, stop, status, wait, freeze,
+#                              thaw, pid, ctl ...); it finds the test node through the two below
+#   IFW_TEST_RABBITMQ_CTL      "<abs>/scripts/rabbitmq.sh ctl": rabbitmqctl against the test node, e.g.
+#                              $IFW_TEST_RABBITMQ_CTL -q list_queues --no-table-headers name messages_ready consumers
+#   IFW_AMQP_PORT, IFW_RABBIT_DIR   the node's port and folder
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+RABBIT="$ROOT/scripts/rabbitmq.sh"
+
+"$ROOT/scripts/deps.sh"
+
+echo "==> validating docker-compose.yml"
+compose_rc=0
+"$ROOT/scripts/check-compose.sh" || compose_rc=$?
+case $compose_rc in
+  0) ;;
+  75) echo "WARNING: docker-compose.yml was not validated: the validator could not be installed" >&2 ;;
+  *) echo "docker-compose.yml is invalid" >&2; exit "$compose_rc" ;;
+esac
+
+# A private folder for the node; the ports are chosen below.
+IFW_RABBIT_DIR="$(mktemp -d "${TMPDIR:-/tmp}/ifw-test-rabbitmq.XXXXXX")"
+chmod 0755 "$IFW_RABBIT_DIR"
+export IFW_RABBIT_DIR
+# Lets a later run reclaim the port if this one is killed with SIGKILL and cannot clean up.
+export IFW_RABBIT_OWNER_PID=$$
+
+start_pid=""
+# shellcheck disable=SC2317 # invoked by the trap
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  if [[ -n $start_pid ]] && kill -0 "$start_pid" 2>/dev/null; then
+    kill "$start_pid" 2>/dev/null || true
+    wait "$start_pid" 2>/dev/null || true
+  fi
+  if [[ -n ${IFW_AMQP_PORT:-} ]]; then
+    echo "==> stopping the test RabbitMQ node" >&2
+    "$RABBIT" destroy >/dev/null 2>&1 || true
+  fi
+  rm -rf "$IFW_RABBIT_DIR" 2>/dev/null || true
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [[ -n ${IFW_AMQP_PORT:-} ]]; then
+  ports=("$IFW_AMQP_PORT")
+else
+  mapfile -t ports < <(seq 5673 5692)
+fi
+
+# Start the broker in the background: it boots while Swift compiles.
+start_log="$IFW_RABBIT_DIR.start.log"
+start_broker() {
+  local port rc
+  for port in "${ports[@]}"; do
+    rc=0
+    IFW_AMQP_PORT=$port "$RABBIT" start || rc=$?
+    if ((rc == 0)); then
+      echo "$port" >"$IFW_RABBIT_DIR.port"
+      return 0
+    fi
+    ((rc == 98)) || return "$rc"
+  done
+  echo "no free port among ${ports[*]}" >&2
+  return 1
+}
+echo "==> starting a test RabbitMQ node (log: $start_log)"
+start_broker >"$start_log" 2>&1 &
+start_pid=$!
+
+echo "==> swift build --build-tests"
+build_rc=0
+swift build --build-tests || build_rc=$?
+
+broker_rc=0
+wait "$start_pid" || broker_rc=$?
+start_pid=""
+cat "$start_log" >&2
+if [[ -s $IFW_RABBIT_DIR.port ]]; then
+  IFW_AMQP_PORT="$(cat "$IFW_RABBIT_DIR.port")"
+  export IFW_AMQP_PORT
+fi
+rm -f "$start_log" "$IFW_RABBIT_DIR.port"
+((build_rc == 0)) || { echo "swift build --build-tests failed ($build_rc)" >&2; exit "$build_rc"; }
+((broker_rc == 0)) || { echo "the test RabbitMQ node did not start" >&2; exit 1; }
+
+export IFW_TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:$IFW_AMQP_PORT/%2F"
+export IFW_TEST_RABBITMQ_SCRIPT="$RABBIT"
+export IFW_TEST_RABBITMQ_CTL="$RABBIT ctl"
+
+echo "==> swift test $* (RabbitMQ at 127.0.0.1:$IFW_AMQP_PORT)"
+test_rc=0
+swift test "$@" || test_rc=$?
+exit "$test_rc"
