@@ -157,6 +157,14 @@ fileprivate extension ImageSink {
         #expect(!files.contains { $0.hasSuffix(".tmp") })
     }
 
+    @Test func zeroLanesMeansOne() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false, lanes: 0)
+        _ = try await sink.store(request(key: "one")).get()
+        #expect(readFile(sink.root + "/one") == Self.body)
+    }
+
     @Test func rootUnderARegularFileFails() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }

@@ -2,13 +2,21 @@
 ///
 /// The raw value is the `format` field of the result message.
 public enum ImageFormat: String, Sendable, CaseIterable {
+    /// JPEG (JFIF, Exif, baseline or progressive).
     case jpeg
+    /// PNG, APNG included.
     case png
+    /// GIF87a and GIF89a.
     case gif
+    /// WebP: lossy, lossless or extended.
     case webp
+    /// Windows and OS/2 bitmaps.
     case bmp
+    /// TIFF, little- or big-endian (not BigTIFF).
     case tiff
+    /// AVIF still images and sequences (ISOBMFF brands `avif`, `avis`).
     case avif
+    /// HEIF with HEVC: HEIC (ISOBMFF brands `heic`, `heix`, `hevc`, …).
     case heic
 
     /// The usual file extension, without a dot: `jpg`, `png`, `gif`, `webp`, `bmp`, `tif`, `avif`, `heic`.

@@ -33,31 +33,32 @@ public enum ImageSniffer {
             return isComplete ? .notAnImage(reason: "empty body") : .needMoreData
         }
         let view = ByteView(bytes)
-        let format: ImageFormat
+        // Names the format being parsed, for the reason given when a whole body is too short.
+        let family: String
         do throws(SniffStop) {
             let info: ImageInfo
             switch first {
             case 0xFF:
-                format = .jpeg
+                family = "JPEG"
                 info = try parseJPEG(view)
             case 0x89:
-                format = .png
+                family = "PNG"
                 info = try parsePNG(view)
             case UInt8(ascii: "G"):
-                format = .gif
+                family = "GIF"
                 info = try parseGIF(view)
             case UInt8(ascii: "R"):
-                format = .webp
+                family = "WebP"
                 info = try parseWebP(view)
             case UInt8(ascii: "B"):
-                format = .bmp
+                family = "BMP"
                 info = try parseBMP(view)
             case UInt8(ascii: "I"), UInt8(ascii: "M"):
-                format = .tiff
+                family = "TIFF"
                 info = try parseTIFF(view)
             case 0x00:
-                // The format (AVIF or HEIC) is only known once the brands are read.
-                format = .avif
+                // AVIF or HEIC is only known once the brands are read.
+                family = "ISOBMFF"
                 info = try parseISOBMFF(view)
             default:
                 return .notAnImage(reason: "unrecognised signature")
@@ -70,7 +71,7 @@ public enum ImageSniffer {
             switch error {
             case .needMore:
                 if isComplete {
-                    return .notAnImage(reason: "truncated \(format == .avif ? "ISOBMFF" : format.rawValue) header")
+                    return .notAnImage(reason: "truncated \(family) header")
                 }
                 return .needMoreData
             case .invalid(let reason):

@@ -1,0 +1,30 @@
+// libFuzzer entry point for ImageSniffer. Not part of the package: it is compiled together with
+// Sources/ImageFetchWorker/Image/*.swift by swiftc (see Fuzz/README.md), so it calls the sniffer
+// directly, without importing a module.
+
+/// Checks, for any input, that the sniffer does not trap and that its answers hang together:
+/// a whole body never needs more data, an image has positive dimensions, a prefix that decides
+/// agrees with the whole body, and a shorter prefix either needs more data or agrees too.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func imageSnifferFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes = UnsafeRawBufferPointer(start: data, count: size)
+    let complete = ImageSniffer.inspect(bytes, isComplete: true)
+    let partial = ImageSniffer.inspect(bytes, isComplete: false)
+    switch complete {
+    case .needMoreData:
+        fatalError("a whole body needed more data")
+    case .image(let info):
+        precondition(info.width > 0 && info.height > 0, "an image with a zero dimension")
+    case .notAnImage(let reason):
+        precondition(!reason.isEmpty && reason.utf8.count < 80, "an empty or long reason")
+    }
+    precondition(partial == .needMoreData || partial == complete, "a prefix disagreed with the whole body")
+
+    // A shorter prefix (its length chosen by the input) must need more data or agree.
+    if size > 1 {
+        let cut = Int(bytes[size - 1]) % size
+        let shorter = ImageSniffer.inspect(UnsafeRawBufferPointer(rebasing: bytes[0..<cut]), isComplete: false)
+        precondition(shorter == .needMoreData || shorter == partial, "a shorter prefix disagreed")
+    }
+    return 0
+}
