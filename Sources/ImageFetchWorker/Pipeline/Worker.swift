@@ -30,6 +30,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let hostName = ProcessInfo.processInfo.hostName
 
     private let ledger = NSLockedValue(AdmissionLedger())
+    private let redeliveries: NSLockedValue<RedeliveryCounter>
     private let gate = NSCondition()
     private var blocked = false
     private let drainingFlag = NSLockedValue(false)
@@ -47,6 +48,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.logger = logger
         self.semaphore = DispatchSemaphore(value: configuration.worker.concurrency)
         self.stats = WorkerStats(metrics: WorkerMetrics(concurrency: configuration.worker.concurrency))
+        self.redeliveries = NSLockedValue(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
         let policy = AddressPolicy(
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
@@ -183,6 +185,10 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
         stats.metrics.connected.record(0)
+        // Deliveries still waiting for a permit belong to the dead channel: the broker redelivers
+        // them, so they must not be worked on (their tags can never be acked).
+        let dropped = ledger.withLock { $0.takeAll() }.count
+        if dropped > 0 { stats.skippedAdmission(dropped) }
     }
 
     public func session(_ session: BrokerSession, blocked: Bool) {
@@ -246,6 +252,12 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             job = decoded
         }
         context.job = job
+        if configuration.queue.type == .classic,
+           redeliveries.withLock({ $0.record(identity: job.id, redelivered: job.redelivered) }) {
+            releaseSlot(context)
+            deadLetterPoison(context, job: job)
+            return
+        }
         let validated: ValidatedURL
         switch URLPolicy.validate(job.url) {
         case .failure(let error):
@@ -364,8 +376,9 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             if let error { metadata["error"] = "\(error.code)" }
             logger.debug("job finished", metadata: metadata)
         }
-        publishThenSettle(context, messages) { [stats] confirmed in
+        publishThenSettle(context, messages) { [stats, redeliveries] confirmed in
             guard confirmed else { return }
+            if job.redelivered { redeliveries.withLock { $0.forget(identity: job.id) } }
             switch outcome {
             case "ok": stats.succeeded()
             case "retry": stats.retried()
@@ -428,6 +441,22 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                 stats.finished()
                 inFlight.leave()
             }
+        }
+    }
+
+    /// A job redelivered more than `queue.delivery_limit` times (a job that keeps crashing
+    /// workers): a copy goes to the dead-letter queue with the reason, then the original is acked.
+    private func deadLetterPoison(_ context: JobContext, job: Job) {
+        logger.error("job redelivered too often; dead-lettered as poison", metadata: [
+            "job_id": "\(job.id)", "limit": "\(configuration.queue.deliveryLimit)",
+        ])
+        let error = JobError(.init(rawValue: "delivery_limit"),
+                             "redelivered more than \(configuration.queue.deliveryLimit) times (queue.delivery_limit)",
+                             retryable: false)
+        publishThenSettle(context, [deadCopy(of: context.delivery, error: error, attempt: job.attempt)]) { [stats, redeliveries] confirmed in
+            guard confirmed else { return }
+            stats.deadLettered()
+            redeliveries.withLock { $0.forget(identity: job.id) }
         }
     }
 

@@ -1,0 +1,37 @@
+import Testing
+@testable import ImageFetchWorker
+
+@Suite struct RedeliveryCounterTests {
+    @Test func firstDeliveriesAreNotCounted() {
+        var counter = RedeliveryCounter(limit: 2)
+        for _ in 0..<10 {
+            let over = counter.record(identity: "a", redelivered: false)
+            #expect(!over)
+        }
+        #expect(counter.count == 0)
+    }
+
+    @Test func redeliveriesPastTheLimitAreReported() {
+        var counter = RedeliveryCounter(limit: 2)
+        var answers: [Bool] = []
+        for _ in 0..<4 { answers.append(counter.record(identity: "a", redelivered: true)) }
+        #expect(answers == [false, false, true, true])
+    }
+
+    @Test func forgettingResets() {
+        var counter = RedeliveryCounter(limit: 1)
+        _ = counter.record(identity: "a", redelivered: true)
+        counter.forget(identity: "a")
+        let over = counter.record(identity: "a", redelivered: true)
+        #expect(!over)
+    }
+
+    @Test func boundedByCapacity() {
+        var counter = RedeliveryCounter(limit: 1, capacity: 100)
+        for index in 0..<10_000 { _ = counter.record(identity: "id-\(index)", redelivered: true) }
+        #expect(counter.count <= 100)
+        // The newest is still remembered.
+        let over = counter.record(identity: "id-9999", redelivered: true)
+        #expect(over)
+    }
+}
