@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A project-local RabbitMQ node for development and tests.
 #
-#   scripts/rabbitmq.sh start      start the node (stops a stale one first), wait until it is ready
+#   scripts/rabbitmq.sh start      start the node (stops a stale one first), wait until it is ready;
+#                                  a healthy node already running from the same folder is kept
 #   scripts/rabbitmq.sh stop       stop it (also when frozen with kill -STOP)
 #   scripts/rabbitmq.sh status     exit 0 and print a line if it runs, exit 3 if not
 #   scripts/rabbitmq.sh wait [S]   wait up to S seconds (default 60) until it accepts AMQP
@@ -255,7 +256,11 @@ do_start() {
   command -v "$RABBIT_BIN/rabbitmq-server" >/dev/null 2>&1 || [[ -x $RABBIT_BIN/rabbitmq-server ]] ||
     die "rabbitmq-server is not installed; run scripts/deps.sh"
   local t0=$SECONDS
-  local other
+  local other pid
+  if pid="$(node_pid)" && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != T ]] && port_answers "$PORT"; then
+    say "$NODE is already running from this folder (pid $pid): amqp://guest:guest@127.0.0.1:$PORT/%2F"
+    return 0
+  fi
   if node_pid >/dev/null || reclaimable_pid >/dev/null; then
     say "stopping a node left over from an earlier run"
     do_stop
@@ -330,7 +335,7 @@ case "$cmd" in
     as_root rm -rf "$DIR"
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit 2
     ;;
 esac
