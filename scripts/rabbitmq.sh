@@ -60,7 +60,7 @@ export IFW_AMQP_PORT="$PORT" IFW_RABBIT_DIR="$DIR"
 as_root() {
   if [[ $(id -u) -eq 0 ]]; then "$@"
   elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
-  else die "need root or sudo to run: $*"; fi
+  else die "run this as root or with passwordless sudo: the node runs as the $RABBIT_USER user (failed: $*)"; fi
 }
 
 # Run a command as the rabbitmq user with the node's environment, from inside the node's folder.
