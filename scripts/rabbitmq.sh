@@ -104,6 +104,8 @@ node_pid() {
   [[ -s $PID_FILE ]] || return 1
   pid="$(tr -dc 0-9 <"$PID_FILE")"
   [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+  # A stale pid file whose pid was reused by an unrelated process does not count.
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == beam.smp ]] || return 1
   echo "$pid"
 }
 
