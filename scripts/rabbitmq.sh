@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A project-local RabbitMQ node for development and tests.
 #
-#   scripts/rabbitmq.sh start      start the node (stops a stale one first), wait until it is ready
+#   scripts/rabbitmq.sh start      start the node (stops a stale one first), wait until it is ready;
+#                                  a healthy node already running from the same folder is kept
 #   scripts/rabbitmq.sh stop       stop it (also when frozen with kill -STOP)
 #   scripts/rabbitmq.sh status     exit 0 and print a line if it runs, exit 3 if not
 #   scripts/rabbitmq.sh wait [S]   wait up to S seconds (default 60) until it accepts AMQP
@@ -59,7 +60,7 @@ export IFW_AMQP_PORT="$PORT" IFW_RABBIT_DIR="$DIR"
 as_root() {
   if [[ $(id -u) -eq 0 ]]; then "$@"
   elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
-  else die "need root or sudo to run: $*"; fi
+  else die "run this as root or with passwordless sudo: the node runs as the $RABBIT_USER user (failed: $*)"; fi
 }
 
 # Run a command as the rabbitmq user with the node's environment, from inside the node's folder.
@@ -103,6 +104,8 @@ node_pid() {
   [[ -s $PID_FILE ]] || return 1
   pid="$(tr -dc 0-9 <"$PID_FILE")"
   [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+  # A stale pid file whose pid was reused by an unrelated process does not count.
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == beam.smp ]] || return 1
   echo "$pid"
 }
 
@@ -255,7 +258,11 @@ do_start() {
   command -v "$RABBIT_BIN/rabbitmq-server" >/dev/null 2>&1 || [[ -x $RABBIT_BIN/rabbitmq-server ]] ||
     die "rabbitmq-server is not installed; run scripts/deps.sh"
   local t0=$SECONDS
-  local other
+  local other pid
+  if pid="$(node_pid)" && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != T ]] && port_answers "$PORT"; then
+    say "$NODE is already running from this folder (pid $pid): amqp://guest:guest@127.0.0.1:$PORT/%2F"
+    return 0
+  fi
   if node_pid >/dev/null || reclaimable_pid >/dev/null; then
     say "stopping a node left over from an earlier run"
     do_stop
@@ -330,7 +337,7 @@ case "$cmd" in
     as_root rm -rf "$DIR"
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit 2
     ;;
 esac

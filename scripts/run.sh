@@ -30,7 +30,14 @@ fi
 [[ -n $port ]] || { [[ $scheme == amqps ]] && port=5671 || port=5672; }
 [[ -n $host ]] || host=localhost
 
-answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+answers() {
+  if [[ $1 == localhost ]]; then
+    # bash tries one address only; the broker may listen on 127.0.0.1 or on ::1.
+    answers 127.0.0.1 "$2" || answers ::1 "$2"
+  else
+    (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+  fi
+}
 
 start_pid=""
 if answers "$host" "$port"; then

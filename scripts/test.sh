@@ -45,14 +45,15 @@ cleanup() {
   local status=$?
   trap - EXIT INT TERM
   if [[ -n $start_pid ]] && kill -0 "$start_pid" 2>/dev/null; then
+    # Interrupted while the broker was booting: end rabbitmq.sh start (a child of the subshell) too.
+    pkill -TERM -P "$start_pid" 2>/dev/null || true
     kill "$start_pid" 2>/dev/null || true
     wait "$start_pid" 2>/dev/null || true
   fi
-  if [[ -n ${IFW_AMQP_PORT:-} ]]; then
-    echo "==> stopping the test RabbitMQ node" >&2
-    "$RABBIT" destroy >/dev/null 2>&1 || true
-  fi
-  rm -rf "$IFW_RABBIT_DIR" 2>/dev/null || true
+  echo "==> stopping the test RabbitMQ node" >&2
+  # Without IFW_AMQP_PORT (start not finished), rabbitmq.sh reads the port from the node's folder.
+  "$RABBIT" destroy >/dev/null 2>&1 || true
+  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" 2>/dev/null || true
   exit "$status"
 }
 trap cleanup EXIT
@@ -89,6 +90,10 @@ echo "==> swift build --build-tests"
 build_rc=0
 swift build --build-tests || build_rc=$?
 
+# A failed or interrupted build ends the run at once (swift build exits 130 on Ctrl-C); the EXIT trap
+# stops a broker that is still booting.
+((build_rc == 0)) || { echo "swift build --build-tests failed ($build_rc)" >&2; exit "$build_rc"; }
+
 broker_rc=0
 wait "$start_pid" || broker_rc=$?
 start_pid=""
@@ -98,7 +103,6 @@ if [[ -s $IFW_RABBIT_DIR.port ]]; then
   export IFW_AMQP_PORT
 fi
 rm -f "$start_log" "$IFW_RABBIT_DIR.port"
-((build_rc == 0)) || { echo "swift build --build-tests failed ($build_rc)" >&2; exit "$build_rc"; }
 ((broker_rc == 0)) || { echo "the test RabbitMQ node did not start" >&2; exit 1; }
 
 export IFW_TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:$IFW_AMQP_PORT/%2F"
