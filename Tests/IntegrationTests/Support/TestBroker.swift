@@ -42,14 +42,16 @@ enum TestBroker {
             "HTTP_PORT": "0",
             "RETRY_DELAYS": configuration.retry.delays.map { "\($0)s" }.joined(separator: ","),
             "RETRY_MAX_ATTEMPTS": "\(configuration.retry.maxAttempts)",
+            "LOG_LEVEL": "info",
         ]
     }
 
     /// Publishes job bodies with confirms (declaring the topology first) and returns the count confirmed.
-    static func publish(_ configuration: WorkerConfiguration, bodies: [[UInt8]], replyTo: String? = nil) throws -> Int {
+    static func publish(_ configuration: WorkerConfiguration, bodies: [[UInt8]], replyTo: String? = nil,
+                        contentType: String? = "application/json") throws -> Int {
         let publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "test.publisher"))
         defer { publisher.close() }
-        return publisher.publish(bodies: bodies, replyTo: replyTo)
+        return publisher.publish(bodies: bodies, contentType: contentType, replyTo: replyTo)
     }
 
     /// Ready messages in a queue (passive declare), nil if it does not exist.
@@ -67,6 +69,20 @@ enum TestBroker {
         for queue in QueueDepth.queueNames(configuration) {
             _ = try? run(script, ["ctl", "delete_queue", queue])
         }
+    }
+
+    /// Runs a command and returns its standard output.
+    static func capture(_ executable: String, _ arguments: [String]) throws -> [UInt8] {
+        let process = Process()
+        let pipe = Pipe()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Array(data)
     }
 
     @discardableResult

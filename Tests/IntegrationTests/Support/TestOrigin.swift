@@ -21,6 +21,7 @@ import Synchronization
 /// | `/truncated` | 200, Content-Length 1000, 10 bytes, then the connection closes |
 /// | `/big?bytes=N` | 200 with Content-Length N (default 100 MB), then nothing |
 /// | `/html` | 200 `text/html` |
+/// | `/flaky?key=K&fail=N` | 503 for the first N requests with key K, then `/ok.png` |
 /// | `/echo` | 200 with the request body; `x-method` carries the request method |
 ///
 /// Any other path is a 404.
@@ -49,6 +50,8 @@ final class TestOrigin: Sendable {
         var inFlight = 0
         /// The most requests in flight at once.
         var maxInFlight = 0
+        /// Requests seen per `/flaky` key.
+        var flakyHits: [String: Int] = [:]
     }
 
     /// The port on 127.0.0.1.
@@ -220,6 +223,19 @@ private final class OriginHandler: ChannelInboundHandler {
             context.writeAndFlush(
                 wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
                 promise: nil)
+        case "flaky":
+            // `/flaky?key=K&fail=N`: 503 for the first N requests with key K, then the image.
+            let key = query["key"] ?? ""
+            let failures = Int(query["fail"] ?? "") ?? 2
+            let hits = counters.update { stats -> Int in
+                stats.flakyHits[key, default: 0] += 1
+                return stats.flakyHits[key] ?? 0
+            }
+            if hits <= failures {
+                respond(context, .serviceUnavailable, contentType: "text/plain", body: Array("try later\n".utf8))
+            } else {
+                respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+            }
         case "html":
             respond(context, .ok, contentType: "text/html; charset=utf-8",
                     body: Array("<!doctype html><title>not an image</title>\n".utf8))
