@@ -135,6 +135,19 @@ struct FetchEngineTests {
         }
     }
 
+    @Test("no Accept-Encoding is sent, so max_bytes counts the bytes on the wire")
+    func noAcceptEncoding() async throws {
+        try await Self.withOrigin { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/headers"))
+            #expect(response.error == nil)
+            let lines = String(decoding: response.body, as: UTF8.self).split(separator: "\n")
+            #expect(!lines.isEmpty)
+            #expect(!lines.contains { $0.hasPrefix("accept-encoding:") }, "\(lines)")
+            #expect(!lines.contains { $0.hasPrefix("te:") }, "\(lines)")
+            #expect(lines.contains { $0.hasPrefix("user-agent: image-fetch-worker/") }, "\(lines)")
+        }
+    }
+
     @Test("a body shorter than its Content-Length is truncated")
     func truncated() async throws {
         try await Self.withOrigin { origin, engine in
