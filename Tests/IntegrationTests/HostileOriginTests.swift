@@ -45,6 +45,8 @@ struct HostileOriginTests {
         Case(id: "html", path: "/html", code: "not_an_image", retryable: false, httpStatus: 200),
         Case(id: "png-with-html-body", path: "/html?type=image/png", code: "not_an_image", retryable: false, httpStatus: 200),
         Case(id: "endless", path: "/endless", code: "too_large", retryable: false),
+        // Headers only, then silence: refused on its Content-Length, or it would end in the low-speed timeout.
+        Case(id: "declared-too-large", path: "/big?bytes=2000000", code: "too_large", retryable: false, httpStatus: 200),
         Case(id: "trickle", path: "/trickle", code: "timeout", retryable: true),
         Case(id: "loop", path: "/loop", code: "too_many_redirects", retryable: false),
         Case(id: "long-chain", path: "/redirect/6", code: "too_many_redirects", retryable: false),
@@ -108,15 +110,16 @@ struct HostileOriginTests {
         #expect((Self.error(byID["passwd"])?["message"] as? String)?.contains("passwd") == false)
         #expect(byID["long-chain"]?["redirects"] as? Int ?? 0 >= 5)
 
-        // too_many_pixels came from the header, while the origin was still streaming: the body was
-        // not read to max_bytes (that would have been too_large), and the origin stopped early.
+        // too_many_pixels came from the header while the origin was still streaming. The worker
+        // stopped before it had read fetch.max_bytes (reading on would have given too_large, as it
+        // does for /endless), and well within fetch.timeout. The origin's own count of bytes written
+        // proves little: on loopback the kernel buffers megabytes the worker never reads.
         let pixelsPath = "/endless?png=100000x100000"
         let pixelsTotal = (byID["pixels"]?["timings"] as? [String: Any])?["total_ms"] as? Double ?? .infinity
-        #expect(pixelsTotal < 2000, "the pixel check should abort at once, took \(pixelsTotal) ms")
+        #expect(pixelsTotal < 5000, "the pixel check should abort at once, took \(pixelsTotal) ms")
         #expect(await eventually(timeout: 5) { origin.stats.inFlight == 0 }, "an endless response is still streaming")
-        let pixelsSent = origin.stats.streamedBytes[pixelsPath] ?? 0
+        #expect(origin.stats.streamedBytes[pixelsPath] ?? 0 > 33, "the transfer should end mid-body")
         let endlessSent = origin.stats.streamedBytes["/endless"] ?? 0
-        #expect(pixelsSent < maxBytes, "the origin sent \(pixelsSent) bytes of the huge PNG")
         #expect(endlessSent >= maxBytes, "the endless body should have run up to max_bytes, sent \(endlessSent)")
 
         // The good job, fetched through two redirects from the allowed loopback origin: the whole result.
