@@ -181,6 +181,29 @@ struct FetchEngineTests {
         }
     }
 
+    @Test("a redirect target with user info or over 8 KiB is invalid_url, and is not requested")
+    func redirectTargetChecks() async throws {
+        try await Self.withOrigin { origin, engine in
+            let userInfo = "http%3A%2F%2Fuser%3Ahunter2%40127.0.0.1%3A\(origin.port)%2Fok.png"
+            for target in [userInfo, "%2F%2Fuser%40127.0.0.1%3A\(origin.port)%2Fok.png"] {
+                origin.resetStats()
+                let response = await Self.fetch(engine, origin.url("/redirect-to?url=\(target)"))
+                #expect(response.error?.code == .invalidURL, "\(target)")
+                #expect(response.error?.message.contains("user info") == true)
+                #expect(response.error?.message.contains("hunter2") == false)
+                #expect(origin.stats.requests == 1, "the target must not be requested")
+            }
+            origin.resetStats()
+            let long = await Self.fetch(engine, origin.url("/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200)))
+            #expect(long.error?.code == .invalidURL)
+            #expect(origin.stats.requests == 1)
+            // An @ after the authority is fine, as in a job URL.
+            let atInPath = await Self.fetch(engine, origin.url("/redirect-to?url=%2Fok.png%3Fby%3Da%40b"))
+            #expect(atInPath.error == nil)
+            #expect(atInPath.redirects == 1)
+        }
+    }
+
     @Test("a malformed URL is invalid_url, an unknown host dns_failure, a closed port connect_failed")
     func setupFailures() async throws {
         try await Self.withOrigin { origin, engine in
