@@ -53,6 +53,11 @@ struct HostileOriginTests {
         Case(id: "metadata", path: "/redirect-to?url=\(metadataTarget)", code: "forbidden_address", retryable: false),
         Case(id: "passwd", path: "/redirect-to?url=file%3A%2F%2F%2Fetc%2Fpasswd", code: "unsupported_scheme",
              retryable: false),
+        // Redirect targets get the job URL's checks: no user info, at most 8 KiB.
+        Case(id: "redirect-user-info", path: "/redirect-to?url=http%3A%2F%2Fuser%3Apw%40127.0.0.1%2Fok.png",
+             code: "invalid_url", retryable: false),
+        Case(id: "redirect-too-long", path: "/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200),
+             code: "invalid_url", retryable: false),
         Case(id: "truncated", path: "/truncated", code: "truncated", retryable: true),
         Case(id: "pixels", path: "/endless?png=100000x100000", code: "too_many_pixels", retryable: false),
         Case(id: "404", path: "/status/404", code: "http_error", retryable: false, httpStatus: 404),
