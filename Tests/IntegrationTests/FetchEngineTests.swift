@@ -135,6 +135,19 @@ struct FetchEngineTests {
         }
     }
 
+    @Test("no Accept-Encoding is sent, so max_bytes counts the bytes on the wire")
+    func noAcceptEncoding() async throws {
+        try await Self.withOrigin { origin, engine in
+            let response = await Self.fetch(engine, origin.url("/headers"))
+            #expect(response.error == nil)
+            let lines = String(decoding: response.body, as: UTF8.self).split(separator: "\n")
+            #expect(!lines.isEmpty)
+            #expect(!lines.contains { $0.hasPrefix("accept-encoding:") }, "\(lines)")
+            #expect(!lines.contains { $0.hasPrefix("te:") }, "\(lines)")
+            #expect(lines.contains { $0.hasPrefix("user-agent: image-fetch-worker/") }, "\(lines)")
+        }
+    }
+
     @Test("a body shorter than its Content-Length is truncated")
     func truncated() async throws {
         try await Self.withOrigin { origin, engine in
@@ -165,6 +178,29 @@ struct FetchEngineTests {
             #expect(response.error?.message.contains("127.0.0.1") == false)
             let direct = await Self.fetch(engine, "gopher://127.0.0.1:\(origin.port)/")
             #expect(direct.error?.code == .unsupportedScheme)
+        }
+    }
+
+    @Test("a redirect target with user info or over 8 KiB is invalid_url, and is not requested")
+    func redirectTargetChecks() async throws {
+        try await Self.withOrigin { origin, engine in
+            let userInfo = "http%3A%2F%2Fuser%3Ahunter2%40127.0.0.1%3A\(origin.port)%2Fok.png"
+            for target in [userInfo, "%2F%2Fuser%40127.0.0.1%3A\(origin.port)%2Fok.png"] {
+                origin.resetStats()
+                let response = await Self.fetch(engine, origin.url("/redirect-to?url=\(target)"))
+                #expect(response.error?.code == .invalidURL, "\(target)")
+                #expect(response.error?.message.contains("user info") == true)
+                #expect(response.error?.message.contains("hunter2") == false)
+                #expect(origin.stats.requests == 1, "the target must not be requested")
+            }
+            origin.resetStats()
+            let long = await Self.fetch(engine, origin.url("/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200)))
+            #expect(long.error?.code == .invalidURL)
+            #expect(origin.stats.requests == 1)
+            // An @ after the authority is fine, as in a job URL.
+            let atInPath = await Self.fetch(engine, origin.url("/redirect-to?url=%2Fok.png%3Fby%3Da%40b"))
+            #expect(atInPath.error == nil)
+            #expect(atInPath.redirects == 1)
         }
     }
 

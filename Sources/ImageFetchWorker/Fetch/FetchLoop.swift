@@ -296,8 +296,8 @@ final class FetchLoop: @unchecked Sendable {
         try easy.set(CURLOPT_HEADERDATA, pointer: opaque)
         try easy.setHeaderCallback { data, size, count, userdata in
             let bytes = size * count
-            FetchTransfer.from(userdata).header(UnsafeRawBufferPointer(start: data, count: bytes))
-            return bytes
+            let ok = FetchTransfer.from(userdata).header(UnsafeRawBufferPointer(start: data, count: bytes))
+            return ok ? bytes : 0
         }
         if transfer.addressPolicy != nil {
             try easy.set(CURLOPT_OPENSOCKETDATA, pointer: opaque)

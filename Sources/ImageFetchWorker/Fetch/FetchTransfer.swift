@@ -38,6 +38,8 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var contentType: String?
     /// Content-Length of the current response, if declared.
     private(set) var contentLength: Int64?
+    /// The status of the current response, from its status line (0 until one is seen).
+    private var statusFromLine = 0
     /// Whether the first body chunk of the current response has been seen.
     private var responseChecked = false
     /// The current response is not 2xx: its body is counted but not kept.
@@ -133,22 +135,81 @@ final class FetchTransfer: @unchecked Sendable {
         }
     }
 
-    /// The header callback: one header line (status line included, CRLF included).
-    func header(_ line: UnsafeRawBufferPointer) {
-        guard let first = line.first else { return }
+    /// The header callback: one header line (status line included, CRLF included). Returns false
+    /// to abort the transfer (a redirect target that fails the URL checks).
+    func header(_ line: UnsafeRawBufferPointer) -> Bool {
+        guard let first = line.first else { return true }
         switch first {
         case UInt8(ascii: "H"):
             // A status line starts a new response (a redirect hop, a 100 Continue, the final one).
-            if Self.hasPrefix(line, Self.statusLinePrefix) { startResponse() }
+            if Self.hasPrefix(line, Self.statusLinePrefix) {
+                startResponse()
+                statusFromLine = Self.parseStatus(line)
+            }
         case UInt8(ascii: "C"), UInt8(ascii: "c"):
             if let value = Self.value(of: Self.contentTypePrefix, in: line) {
                 contentType = String(decoding: value, as: UTF8.self)
             } else if let value = Self.value(of: Self.contentLengthPrefix, in: line) {
                 contentLength = Self.parseLength(value)
             }
+        case UInt8(ascii: "L"), UInt8(ascii: "l"):
+            // libcurl follows redirects itself; it checks the scheme (CURLOPT_REDIR_PROTOCOLS_STR)
+            // and the veto checks the address, but the target's user info and length are ours to check.
+            if Self.followedStatuses.contains(statusFromLine), let value = Self.value(of: Self.locationPrefix, in: line),
+                let problem = Self.redirectProblem(value)
+            {
+                abortReason = problem
+                return false
+            }
         default:
             break
         }
+        return true
+    }
+
+    /// The statuses libcurl follows with `CURLOPT_FOLLOWLOCATION`.
+    static let followedStatuses: Set<Int> = [301, 302, 303, 307, 308]
+
+    /// Why a redirect target (a `Location` value) is refused: longer than ``URLPolicy/maxLength``,
+    /// or user info in its authority. Relative targets keep the checked host. The scheme is left to
+    /// libcurl, which refuses anything but http and https (`unsupported_scheme`).
+    static func redirectProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+        if location.count > URLPolicy.maxLength {
+            return JobError(.invalidURL, "a redirect target is longer than \(URLPolicy.maxLength) bytes")
+        }
+        let slash = UInt8(ascii: "/")
+        var index = location.startIndex
+        // An optional scheme: a letter, then letters, digits, "+", "-" or ".", then ":".
+        if let colon = location.firstIndex(of: UInt8(ascii: ":")), colon > index,
+            location[index..<colon].allSatisfy({ byte in
+                let lower = byte | 0x20
+                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            }),
+            (location[index] | 0x20) >= UInt8(ascii: "a"), (location[index] | 0x20) <= UInt8(ascii: "z")
+        {
+            index = colon + 1
+        }
+        // Only a target with an authority ("//…") can carry user info.
+        guard location.endIndex - index >= 2, location[index] == slash, location[index + 1] == slash else { return nil }
+        let authority = location[(index + 2)...].prefix { byte in
+            byte != slash && byte != UInt8(ascii: "?") && byte != UInt8(ascii: "#")
+        }
+        if authority.contains(UInt8(ascii: "@")) {
+            return JobError(.invalidURL, "a redirect target contains user info, which is not allowed")
+        }
+        return nil
+    }
+
+    /// The three-digit status of a status line (`HTTP/1.1 302 Found`), or 0.
+    static func parseStatus(_ line: UnsafeRawBufferPointer) -> Int {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")), line.count >= space + 4 else { return 0 }
+        var status = 0
+        for byte in line[(space + 1)..<(space + 4)] {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return 0 }
+            status = status * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return status
     }
 
     private func startResponse() {
@@ -242,6 +303,7 @@ final class FetchTransfer: @unchecked Sendable {
     static let statusLinePrefix = Array("HTTP/".utf8)
     static let contentTypePrefix = Array("content-type:".utf8)
     static let contentLengthPrefix = Array("content-length:".utf8)
+    static let locationPrefix = Array("location:".utf8)
 
     /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
     @inline(__always)

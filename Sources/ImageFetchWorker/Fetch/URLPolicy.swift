@@ -1,4 +1,6 @@
-/// The checks a job's URL (and each redirect target) passes before any network use.
+/// The checks a job's URL passes before any network use. (Redirect targets, which libcurl follows
+/// itself, get the scheme, user-info and length checks in the fetch engine: see
+/// `FetchTransfer.redirectProblem(_:)`.)
 ///
 /// This is a small, strict parser rather than Foundation's `URL`, so that what is checked is
 /// exactly what libcurl is given. It accepts `scheme://host[:port][/path][?query][#fragment]`:

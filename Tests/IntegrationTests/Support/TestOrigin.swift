@@ -17,11 +17,14 @@ import Synchronization
 /// | `/loop` | 302 to itself |
 /// | `/redirect-to?url=U` | 302 to U (percent-decoded) |
 /// | `/endless` | 200, chunked, 16 KiB chunks until the client goes away |
+/// | `/endless?png=WxH` | the same, but the body starts with a PNG signature and an IHDR claiming W × H |
 /// | `/trickle` | 200, Content-Length 1000, one byte a second |
 /// | `/truncated` | 200, Content-Length 1000, 10 bytes, then the connection closes |
 /// | `/big?bytes=N` | 200 with Content-Length N (default 100 MB), then nothing |
 /// | `/html` | 200 `text/html` |
 /// | `/flaky?key=K&fail=N` | 503 for the first N requests with key K, then `/ok.png` |
+/// | `/html?type=T` | the same HTML body, declared as Content-Type T (a lying server) |
+/// | `/headers` | 200 `text/plain`, the request's header lines, one `name: value` a line, names lower-cased |
 /// | `/echo` | 200 with the request body; `x-method` carries the request method |
 ///
 /// Any other path is a 404.
@@ -52,6 +55,8 @@ final class TestOrigin: Sendable {
         var maxInFlight = 0
         /// Requests seen per `/flaky` key.
         var flakyHits: [String: Int] = [:]
+        /// Body bytes of `/endless` responses that the origin wrote to the socket, by request URI.
+        var streamedBytes: [String: Int] = [:]
     }
 
     /// The port on 127.0.0.1.
@@ -199,7 +204,13 @@ private final class OriginHandler: ChannelInboundHandler {
             headers.add(name: "Content-Type", value: "image/png")
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
                           promise: nil)
-            streamForever(context, chunk: ByteBuffer(bytes: [UInt8](repeating: 0x42, count: 16 * 1024)))
+            let filler = [UInt8](repeating: 0x42, count: 16 * 1024)
+            if let size = query["png"], let (width, height) = Self.dimensions(size) {
+                let header = Self.pngHeader(width: width, height: height)
+                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: header)))), promise: nil)
+                counters.update { $0.streamedBytes[head.uri, default: 0] += header.count }
+            }
+            streamForever(context, uri: head.uri, chunk: ByteBuffer(bytes: filler))
         case "trickle":
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "image/png")
@@ -237,8 +248,11 @@ private final class OriginHandler: ChannelInboundHandler {
                 respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
             }
         case "html":
-            respond(context, .ok, contentType: "text/html; charset=utf-8",
+            respond(context, .ok, contentType: query["type"] ?? "text/html; charset=utf-8",
                     body: Array("<!doctype html><title>not an image</title>\n".utf8))
+        case "headers":
+            let lines = head.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
+            respond(context, .ok, contentType: "text/plain", body: Array(lines.utf8))
         case "echo":
             respond(context, .ok, contentType: "application/octet-stream", body: requestBody,
                     extraHeaders: [("x-method", head.method.rawValue)])
@@ -277,11 +291,31 @@ private final class OriginHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
-    private func streamForever(_ context: ChannelHandlerContext, chunk: ByteBuffer) {
+    private func streamForever(_ context: ChannelHandlerContext, uri: String, chunk: ByteBuffer) {
         guard active else { return }
         context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk)))).assumeIsolated().whenComplete { result in
-            if case .success = result { self.streamForever(context, chunk: chunk) }
+            guard case .success = result else { return }
+            self.counters.update { $0.streamedBytes[uri, default: 0] += chunk.readableBytes }
+            self.streamForever(context, uri: uri, chunk: chunk)
         }
+    }
+
+    /// `WxH` → (W, H).
+    private static func dimensions(_ text: String) -> (UInt32, UInt32)? {
+        let parts = text.split(separator: "x")
+        guard parts.count == 2, let width = UInt32(parts[0]), let height = UInt32(parts[1]) else { return nil }
+        return (width, height)
+    }
+
+    /// A PNG signature and an IHDR chunk (8-bit RGBA) claiming `width` × `height`; the CRC is not checked
+    /// by the sniffer, so it is left zero.
+    private static func pngHeader(width: UInt32, height: UInt32) -> [UInt8] {
+        var bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]
+        for value in [width, height] {
+            bytes += [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+        }
+        bytes += [8, 6, 0, 0, 0, 0, 0, 0, 0]
+        return bytes
     }
 
     private func trickle(_ context: ChannelHandlerContext, remaining: Int) {
