@@ -71,30 +71,35 @@ enum TestBroker {
         }
     }
 
-    /// Runs a command and returns its standard output.
+    /// Runs a command and returns its standard output. posix_spawn and waitpid, not Foundation's
+    /// Process: its waitUntilExit can miss the exit of a short-lived child on Linux.
     static func capture(_ executable: String, _ arguments: [String]) throws -> [UInt8] {
-        let process = Process()
-        let pipe = Pipe()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Array(data)
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-cmd-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        _ = try spawnAndWait(executable, arguments, stdoutPath: output.path)
+        return Array((try? Data(contentsOf: output)) ?? Data())
     }
 
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        try spawnAndWait(executable, arguments, stdoutPath: "/dev/null")
+    }
+
+    private static func spawnAndWait(_ executable: String, _ arguments: [String], stdoutPath: String) throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EINVAL) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        // WIFEXITED / WEXITSTATUS, spelled out: the macros are not imported.
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 }
 
