@@ -356,21 +356,23 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         result.error = error
 
         var messages: [OutboundMessage] = []
-        let outcome: String
+        let outcome: JobOutcome
         if let error, error.retryable, job.attempt < configuration.retry.maxAttempts {
             messages.append(retryCopy(of: context.delivery, job: job))
-            outcome = "retry"
+            outcome = .retry
         } else {
             messages.append(resultMessage(result, job: job))
             if let error, error.retryable {
                 messages.append(deadCopy(of: context.delivery, error: error, attempt: job.attempt))
-                outcome = "failed_final"
+                outcome = .failedFinal(error.code)
+            } else if let error {
+                outcome = .failed(error.code)
             } else {
-                outcome = error == nil ? "ok" : "failed"
+                outcome = .ok
             }
         }
         if logger.logLevel <= .debug {
-            var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(outcome)",
+            var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(outcome.name)",
                                              "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]
             if let host = context.urlHost { metadata["url_host"] = "\(host)" }
             if let error { metadata["error"] = "\(error.code)" }
@@ -380,10 +382,28 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             guard confirmed else { return }
             if job.redelivered { redeliveries.withLock { $0.forget(identity: job.id) } }
             switch outcome {
-            case "ok": stats.succeeded()
-            case "retry": stats.retried()
-            case "failed_final": stats.failed(error?.code ?? .invalidJob); stats.deadLettered()
-            default: stats.failed(error?.code ?? .invalidJob)
+            case .ok: stats.succeeded()
+            case .retry: stats.retried()
+            case .failedFinal(let code): stats.failed(code); stats.deadLettered()
+            case .failed(let code): stats.failed(code)
+            }
+        }
+    }
+
+    /// What a finished job produced, for counters and logs.
+    enum JobOutcome {
+        case ok
+        case retry
+        case failed(JobError.Code)
+        /// Failed after the last attempt: result plus dead-letter copy.
+        case failedFinal(JobError.Code)
+
+        var name: String {
+            switch self {
+            case .ok: "ok"
+            case .retry: "retry"
+            case .failed: "failed"
+            case .failedFinal: "failed_final"
             }
         }
     }
@@ -426,21 +446,11 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         logger.warning("invalid job dead-lettered", metadata: [
             "reason": "\(error.message)", "bytes": "\(context.delivery.body.count)",
         ])
-        let copy = deadCopy(of: context.delivery, error: error, attempt: 1)
-        let delivery = context.delivery
-        session.queue.async { [self] in
-            session.publishOnQueue(copy) { [self] outcome in
-                switch outcome {
-                case .confirmed:
-                    session.ackOnQueue(delivery)
-                    stats.failed(.invalidJob)
-                    stats.deadLettered()
-                default:
-                    session.nackOnQueue(delivery, requeue: false)
-                }
-                stats.finished()
-                inFlight.leave()
-            }
+        publishThenSettle(context, [deadCopy(of: context.delivery, error: error, attempt: 1)],
+                          ifUnconfirmed: .reject) { [stats] confirmed in
+            guard confirmed else { return }
+            stats.failed(.invalidJob)
+            stats.deadLettered()
         }
     }
 
@@ -471,9 +481,18 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         }
     }
 
+    /// What happens to a delivery whose messages were not all confirmed.
+    enum Unconfirmed {
+        /// Nack with requeue: the job runs again.
+        case requeue
+        /// Reject without requeue: the queue's dead-letter exchange takes it.
+        case reject
+    }
+
     /// Publishes every message, and acks the delivery only when the broker confirmed all of them;
-    /// otherwise it is nacked with requeue (or, on a lost channel, left for redelivery).
+    /// otherwise it is nacked (`ifUnconfirmed`), or, on a lost channel, left for redelivery.
     private func publishThenSettle(_ context: JobContext, _ messages: [OutboundMessage],
+                                   ifUnconfirmed: Unconfirmed = .requeue,
                                    onConfirmed: @escaping @Sendable (Bool) -> Void) {
         let delivery = context.delivery
         session.queue.async { [self] in
@@ -494,8 +513,10 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                     case .connectionLost:
                         break  // the broker redelivers it; the old tag cannot be used
                     default:
-                        logger.warning("result not confirmed; job requeued", metadata: ["outcome": "\(tally.failure!)"])
-                        session.nackOnQueue(delivery, requeue: true)
+                        logger.warning("publish not confirmed; job handed back", metadata: [
+                            "outcome": "\(tally.failure.map { "\($0)" } ?? "")", "requeue": "\(ifUnconfirmed == .requeue)",
+                        ])
+                        session.nackOnQueue(delivery, requeue: ifUnconfirmed == .requeue)
                     }
                     onConfirmed(tally.failure == nil)
                     stats.finished()
