@@ -191,7 +191,7 @@ write_config() {
 }
 
 wait_ready() {
-  local deadline=$((SECONDS + TIMEOUT))
+  local deadline=$((SECONDS + TIMEOUT)) gone_since=""
   while ((SECONDS < deadline)); do
     if port_answers "$PORT"; then
       # The AMQP listener opens near the end of the boot; await_startup confirms the boot finished.
@@ -200,11 +200,16 @@ wait_ready() {
       fi
     fi
     if [[ ${1:-} == --starting ]] && ! node_pid >/dev/null && ! beam_pid >/dev/null; then
-      # The boot process is gone and no node holds our name: it failed.
-      sleep 1
-      port_answers "$PORT" && continue
-      say "the node exited during start"
-      return 1
+      # No node holds our name. Right after `rabbitmq-server -detached` returns, the detached
+      # boot can spend seconds in shell scripts before beam starts (long on a loaded machine), so
+      # only give up when that lasts.
+      gone_since=${gone_since:-$SECONDS}
+      if ((SECONDS - gone_since >= 15)); then
+        say "the node exited during start"
+        return 1
+      fi
+    else
+      gone_since=""
     fi
     sleep 0.2
   done

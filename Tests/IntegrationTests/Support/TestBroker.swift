@@ -90,7 +90,9 @@ enum TestBroker {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let errors = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-cmd-\(UUID().uuidString).err")
+        defer { try? FileManager.default.removeItem(at: errors) }
+        posix_spawn_file_actions_addopen(&actions, 2, errors.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
@@ -99,7 +101,11 @@ enum TestBroker {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         // WIFEXITED / WEXITSTATUS, spelled out: the macros are not imported.
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        if exit != 0, let text = try? String(contentsOf: errors, encoding: .utf8) {
+            print("\(executable) \(arguments.joined(separator: " ")) exited \(exit):\n\(text)")
+        }
+        return exit
     }
 }
 
