@@ -134,6 +134,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         session.stopConsuming { [self] in
             let waiting = ledger.withLock { $0.takeAll() }
             for delivery in waiting { session.nackOnQueue(delivery, requeue: true) }
+            stats.skippedAdmission(waiting.count)
             stats.handedBack(waiting.count)
             if !waiting.isEmpty { logger.info("handed back deliveries that were not admitted", metadata: ["count": "\(waiting.count)"]) }
         }
@@ -201,8 +202,9 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         gate.unlock()
         semaphore.wait()
         guard ledger.withLock({ $0.claim(delivery) }) else {
+            // Handed back by a drain or dropped with its channel: whoever took it out of the
+            // ledger already counted it out of the waiting jobs.
             semaphore.signal()
-            stats.skippedAdmission()
             return
         }
         inFlight.enter()
