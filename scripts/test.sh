@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and .ci/run run it:
 #   1. installs missing system packages (scripts/deps.sh);
-#   2. validates docker-compose.yml (scripts/check-compose.sh);
+#   2. validates docker-compose.yml (scripts/check-compose.sh) and deploy/kubernetes/
+#      (scripts/check-kubernetes.sh);
 #   3. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
 #      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs;
 #   4. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
@@ -30,6 +31,15 @@ case $compose_rc in
   0) ;;
   75) echo "WARNING: docker-compose.yml was not validated: the validator could not be installed" >&2 ;;
   *) echo "docker-compose.yml is invalid" >&2; exit "$compose_rc" ;;
+esac
+
+echo "==> validating deploy/kubernetes/"
+kubernetes_rc=0
+"$ROOT/scripts/check-kubernetes.sh" || kubernetes_rc=$?
+case $kubernetes_rc in
+  0) ;;
+  75) echo "WARNING: deploy/kubernetes/ was not validated: the validators could not be installed" >&2 ;;
+  *) echo "deploy/kubernetes/ is invalid" >&2; exit "$kubernetes_rc" ;;
 esac
 
 # A private folder for the node; the ports are chosen below.
