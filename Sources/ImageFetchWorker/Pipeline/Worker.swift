@@ -175,6 +175,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
         let dropped = ledger.withLock { $0.dropEpochs(before: epoch) }
         stats.metrics.connected.record(1)
+        stats.metrics.connectionState(session.stateName)
         if epoch > 1 { stats.metrics.reconnects.increment() }
         if dropped > 0 {
             stats.skippedAdmission(dropped)
@@ -184,10 +185,12 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
         stats.metrics.connected.record(0)
+        stats.metrics.connectionState(session.stateName)
     }
 
     public func session(_ session: BrokerSession, blocked: Bool) {
         stats.metrics.blocked.record(blocked ? 1 : 0)
+        stats.metrics.connectionState(blocked ? "blocked" : session.stateName)
         gate.lock()
         self.blocked = blocked && !isDraining
         gate.broadcast()
@@ -503,7 +506,12 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                     }
                 }
             },
-            metrics: { [stats] in stats.metrics.render() })
+            metrics: { [stats, session] in
+                // The session changes state in places that tell no delegate (connecting, waiting
+                // to reconnect, draining, closed); read it at scrape time so the gauge is current.
+                stats.metrics.connectionState(session.stateName)
+                return stats.metrics.render()
+            })
     }
 
     /// The port the operations endpoint listens on, if it runs.
@@ -552,11 +560,15 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             last = (done, now)
             return rate
         }
+        // Failures by code, e.g. "http_error=2,not_an_image=1"; counts since the start, like ok and failed.
+        let byCode = snapshot.failuresByCode.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            .joined(separator: ",")
         logger.info("summary", metadata: [
             "rate_per_s": "\(String(format: "%.1f", rate))", "in_flight": "\(snapshot.inFlight)",
             "waiting": "\(snapshot.waiting)", "ok": "\(snapshot.succeeded)", "failed": "\(snapshot.failed)",
+            "failed_by_code": "\(byCode)",
             "retried": "\(snapshot.retried)", "dead_lettered": "\(snapshot.deadLettered)",
-            "connection": "\(session.stateName)",
+            "requeued": "\(snapshot.handedBack)", "connection": "\(session.stateName)",
         ])
     }
 }
