@@ -69,11 +69,53 @@ enum TestBroker {
         }
     }
 
+    /// Runs `executable` through bash, which first closes every inherited descriptor above 2.
+    ///
+    /// Foundation's `Process` learns that a child exited when a socket the child inherits reaches
+    /// EOF. `rabbitmq.sh start` leaves a daemon (the node) that would inherit that socket and hold
+    /// it for as long as it runs, so `waitUntilExit()` would never return after a `start`.
+    private static func closingInheritedDescriptors(_ process: Process, _ executable: String, _ arguments: [String]) {
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [
+            "-c",
+            #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done 2>/dev/null; exec "$0" "$@""#,
+            executable,
+        ] + arguments
+    }
+
+    /// `rabbitmqctl -q list_queues name messages_ready messages_unacknowledged consumers` on the
+    /// test node: queue name → (ready, unacked, consumers).
+    static func listQueues() throws -> [String: (ready: Int, unacked: Int, consumers: Int)] {
+        guard let script else { return [:] }
+        let text = try output(script, ["ctl", "-q", "list_queues", "--no-table-headers",
+                                       "name", "messages_ready", "messages_unacknowledged", "consumers"])
+        var queues: [String: (ready: Int, unacked: Int, consumers: Int)] = [:]
+        for line in text.split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+            guard fields.count == 4, let ready = Int(fields[1]), let unacked = Int(fields[2]),
+                  let consumers = Int(fields[3]) else { continue }
+            queues[String(fields[0])] = (ready, unacked, consumers)
+        }
+        return queues
+    }
+
+    /// Runs a program and returns its standard output.
+    static func output(_ executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        closingInheritedDescriptors(process, executable, arguments)
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
+        closingInheritedDescriptors(process, executable, arguments)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
