@@ -202,6 +202,12 @@ for dname, dep in deployments.items():
                             errors.append(f"Secret {r.get('name')}: host must be the management API "
                                           "(http[s]://user:password@host:15672/VHOST) for protocol http")
 
+for pname, pdb in by_kind.get("PodDisruptionBudget", {}).items():
+    sel = get(pdb, "spec", "selector", "matchLabels", default={})
+    if not any(all(get(d, "spec", "template", "metadata", "labels", default={}).get(k) == v for k, v in sel.items())
+               for d in deployments.values()):
+        errors.append(f"PodDisruptionBudget {pname}: selector {sel} matches no Deployment's pods")
+
 if not by_kind.get("ScaledObject"):
     errors.append("no KEDA ScaledObject found")
 
