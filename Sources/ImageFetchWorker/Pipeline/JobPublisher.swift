@@ -45,6 +45,8 @@ public final class JobPublisher: Sendable {
             properties.persistent = true
             properties.headers = headers
             properties.replyTo = replyTo
+            // Lets the management API report the age of the queue's head (head_message_timestamp).
+            properties.timestamp = UInt64(Date().timeIntervalSince1970)
             session.publish(OutboundMessage(routingKey: configuration.queue.jobs, properties: properties, body: body)) { outcome in
                 if outcome == .confirmed { confirmed.withLock { $0 += 1 } }
                 permits.signal()
