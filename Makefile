@@ -8,12 +8,13 @@
 #   make rabbitmq        start the local RabbitMQ node (127.0.0.1:5672, data in .run/rabbitmq)
 #   make stop-rabbitmq   stop it
 #   make compose-check   validate docker-compose.yml against the Compose specification
+#   make kubernetes-check validate deploy/kubernetes/ (Kubernetes and KEDA schemas)
 #   make clean           remove build output and local run data
 
 SHELL := /bin/bash
 ARGS ?=
 
-.PHONY: all run test build release bench rabbitmq stop-rabbitmq compose-check deps clean
+.PHONY: all run test build release bench rabbitmq stop-rabbitmq compose-check kubernetes-check deps clean
 
 all: build
 
@@ -44,6 +45,9 @@ stop-rabbitmq:
 
 compose-check:
 	scripts/check-compose.sh
+
+kubernetes-check:
+	scripts/check-kubernetes.sh
 
 clean: stop-rabbitmq
 	rm -rf .build .run data

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and .ci/run run it:
 #   1. installs missing system packages (scripts/deps.sh);
-#   2. validates docker-compose.yml (scripts/check-compose.sh);
+#   2. validates docker-compose.yml (scripts/check-compose.sh) and deploy/kubernetes/
+#      (scripts/check-kubernetes.sh);
 #   3. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
 #      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs;
 #   4. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
@@ -15,6 +16,8 @@
 #   IFW_TEST_RABBITMQ_CTL      "<abs>/scripts/rabbitmq.sh ctl": rabbitmqctl against the test node, e.g.
 #                              $IFW_TEST_RABBITMQ_CTL -q list_queues --no-table-headers name messages_ready consumers
 #   IFW_AMQP_PORT, IFW_RABBIT_DIR   the node's port and folder
+#   IFW_TEST_MANAGEMENT_URL    http://127.0.0.1:MGMT_PORT, the management API (unset with IFW_TEST_MANAGEMENT=0)
+#   IFW_RABBIT_PLUGINS, IFW_MGMT_PORT   so that `$IFW_TEST_RABBITMQ_SCRIPT start` brings the plugin back
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +33,15 @@ case $compose_rc in
   0) ;;
   75) echo "WARNING: docker-compose.yml was not validated: the validator could not be installed" >&2 ;;
   *) echo "docker-compose.yml is invalid" >&2; exit "$compose_rc" ;;
+esac
+
+echo "==> validating deploy/kubernetes/"
+kubernetes_rc=0
+"$ROOT/scripts/check-kubernetes.sh" || kubernetes_rc=$?
+case $kubernetes_rc in
+  0) ;;
+  75) echo "WARNING: deploy/kubernetes/ was not validated: the validators could not be installed" >&2 ;;
+  *) echo "deploy/kubernetes/ is invalid" >&2; exit "$kubernetes_rc" ;;
 esac
 
 # A private folder for the node; the ports are chosen below.
@@ -60,6 +72,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The management plugin, for the `depth --management-url` tests; IFW_TEST_MANAGEMENT=0 leaves it off.
+# Its listener is the AMQP port + 10000 (15673 for 5673), so parallel test nodes never share it.
+# Exported, so that a test that stops and starts the node gets the plugin back.
+if [[ ${IFW_TEST_MANAGEMENT:-1} != 0 ]]; then
+  export IFW_RABBIT_PLUGINS="${IFW_RABBIT_PLUGINS:-rabbitmq_management}"
+fi
+
 if [[ -n ${IFW_AMQP_PORT:-} ]]; then
   ports=("$IFW_AMQP_PORT")
 else
@@ -72,7 +91,7 @@ start_broker() {
   local port rc
   for port in "${ports[@]}"; do
     rc=0
-    IFW_AMQP_PORT=$port "$RABBIT" start || rc=$?
+    IFW_AMQP_PORT=$port IFW_MGMT_PORT=$((port + 10000)) "$RABBIT" start || rc=$?
     if ((rc == 0)); then
       echo "$port" >"$IFW_RABBIT_DIR.port"
       return 0
@@ -108,6 +127,10 @@ rm -f "$start_log" "$IFW_RABBIT_DIR.port"
 export IFW_TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:$IFW_AMQP_PORT/%2F"
 export IFW_TEST_RABBITMQ_SCRIPT="$RABBIT"
 export IFW_TEST_RABBITMQ_CTL="$RABBIT ctl"
+export IFW_MGMT_PORT=$((IFW_AMQP_PORT + 10000))
+if [[ ,${IFW_RABBIT_PLUGINS:-}, == *,rabbitmq_management,* ]]; then
+  export IFW_TEST_MANAGEMENT_URL="http://127.0.0.1:$IFW_MGMT_PORT"
+fi
 
 echo "==> swift test $* (RabbitMQ at 127.0.0.1:$IFW_AMQP_PORT)"
 test_rc=0

@@ -83,7 +83,15 @@ struct Publish: ParsableCommand {
 
 struct Depth: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print ready messages and consumers for the jobs, retry, dead and results queues.")
+        abstract: "Print ready messages and consumers for the jobs, retry, dead and results queues.",
+        discussion: """
+            Reads the queues with passive declares on the broker of the first amqp.url. With \
+            --management-url it adds unacked messages and publish, deliver and ack rates from the RabbitMQ \
+            management API; its credentials come from that URL, or else from amqp.url, and are never printed.
+
+            Exit status: 0 ok; 1 a queue holds more than --max-ready ready messages; 2 the depth could not \
+            be read (broker or management API unreachable, credentials refused); 78 invalid configuration.
+            """)
 
     @Flag(help: "Print JSON.")
     var json = false
@@ -91,36 +99,41 @@ struct Depth: ParsableCommand {
     @Option(name: .customLong("max-ready"), help: "Exit 1 when a queue holds more than N ready messages.")
     var maxReady: Int?
 
+    @Option(name: .customLong("management-url"),
+            help: "RabbitMQ management API base URL, e.g. http://user:password@rabbitmq:15672.")
+    var managementURL: String?
+
     @Argument(parsing: .allUnrecognized, help: "Configuration flags.")
     var settings: [String] = []
 
+    func validate() throws {
+        if let maxReady, maxReady < 0 { throw ValidationError("--max-ready must be 0 or more") }
+    }
+
     func run() throws {
         let configuration = loadConfiguration(settings)
-        let rows: [QueueDepth.Row]
+        var rows: [QueueDepth.Row]
         do {
             rows = try QueueDepth.sample(configuration)
         } catch {
             FileHandle.standardError.write(Data("cannot read queue depth: \(error)\n".utf8))
-            throw ExitCode(2)
+            throw ExitCode(QueueDepth.ExitStatus.cannotRead)
         }
-        if json {
-            let objects = rows.map { row -> String in
-                let ready = row.ready.map(String.init) ?? "null"
-                let consumers = row.consumers.map(String.init) ?? "null"
-                return "{\"queue\":\"\(row.queue)\",\"ready\":\(ready),\"consumers\":\(consumers)}"
-            }
-            print("[" + objects.joined(separator: ",") + "]")
-        } else {
-            let width = max(5, rows.map(\.queue.count).max() ?? 5)
-            print("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "  READY  CONSUMERS")
-            for row in rows {
-                let ready = row.ready.map(String.init) ?? "-"
-                let consumers = row.consumers.map(String.init) ?? "-"
-                print(row.queue.padding(toLength: width, withPad: " ", startingAt: 0)
-                      + "  " + ready.padding(toLength: 5, withPad: " ", startingAt: 0) + "  " + consumers)
+        if let managementURL {
+            do {
+                let api = try ManagementAPI(url: managementURL, fallback: configuration.amqp.urls[0],
+                                            fetch: configuration.fetch)
+                rows = try QueueDepth.addManagementStats(rows, api: api, configuration: configuration)
+            } catch {
+                FileHandle.standardError.write(Data("cannot read the management API: \(error)\n".utf8))
+                throw ExitCode(QueueDepth.ExitStatus.cannotRead)
             }
         }
-        if let maxReady, rows.contains(where: { ($0.ready ?? 0) > maxReady }) { throw ExitCode(1) }
+        let management = managementURL != nil
+        print(json ? QueueDepth.json(rows, management: management) : QueueDepth.table(rows, management: management))
+        if let maxReady, QueueDepth.exceeds(rows, maxReady: maxReady) {
+            throw ExitCode(QueueDepth.ExitStatus.overMaxReady)
+        }
     }
 }
 

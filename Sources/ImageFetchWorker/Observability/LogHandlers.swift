@@ -1,22 +1,38 @@
 import Foundation
 import Logging
 
-/// Writes one JSON object per line to standard error: `time`, `level`, `message`, `label`, and the
-/// metadata flattened as string fields (`job_id`, `url_host`, `outcome`, `duration_ms`, …).
+/// Writes one JSON object per line to standard error: `time` (RFC 3339), `level`, `message`,
+/// `label`, and the metadata flattened as string fields (`job_id`, `url_host`, `outcome`,
+/// `duration_ms`, …). Metadata cannot replace the four fixed fields.
 public struct JSONLogHandler: LogHandler {
+    /// Metadata added to every line.
     public var metadata: Logger.Metadata = [:]
+    /// The lowest level written.
     public var logLevel: Logger.Level = .info
+    /// Metadata computed for each line (task-local context).
     public var metadataProvider: Logger.MetadataProvider?
     private let label: String
-    private static let output = NSLockedValue(FileHandle.standardError)
+    private let output: @Sendable ([UInt8]) -> Void
+    private static let standardError = NSLockedValue(FileHandle.standardError)
 
-    public init(label: String) { self.label = label }
+    /// A handler that writes to standard error.
+    public init(label: String) {
+        self.init(label: label) { line in Self.standardError.withLock { $0.write(Data(line)) } }
+    }
 
+    /// A handler that hands each line, newline included, to `output` (tests, other sinks).
+    public init(label: String, output: @escaping @Sendable ([UInt8]) -> Void) {
+        self.label = label
+        self.output = output
+    }
+
+    /// One metadata value.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
+    /// Writes one line.
     public func log(event: LogEvent) {
         var json = JSONWriter(capacity: 256)
         json.beginObject()
@@ -33,7 +49,7 @@ public struct JSONLogHandler: LogHandler {
         json.endObject()
         var line = json.bytes
         line.append(UInt8(ascii: "\n"))
-        Self.output.withLock { $0.write(Data(line)) }
+        output(line)
     }
 }
 

@@ -24,6 +24,8 @@ public final class WorkerMetrics: Sendable {
     let concurrency: CoreMetrics.Gauge
     let connected: CoreMetrics.Gauge
     let blocked: CoreMetrics.Gauge
+    /// One gauge per ``connectionStates`` value: 1 for the current state, 0 for the others.
+    private let stateGauges: [String: CoreMetrics.Gauge]
     private let results = NSLockedValue([String: CoreMetrics.Counter]())
     private let depthGauges = NSLockedValue([String: (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge)]())
 
@@ -51,9 +53,23 @@ public final class WorkerMetrics: Sendable {
         self.concurrency = CoreMetrics.Gauge(label: "image_fetch_concurrency", factory: factory)
         connected = CoreMetrics.Gauge(label: "image_fetch_broker_connected", factory: factory)
         blocked = CoreMetrics.Gauge(label: "image_fetch_broker_blocked", factory: factory)
+        stateGauges = Dictionary(uniqueKeysWithValues: Self.connectionStates.map { state in
+            (state, CoreMetrics.Gauge(label: "image_fetch_broker_connection_state", dimensions: [("state", state)],
+                                      factory: factory))
+        })
         self.concurrency.record(concurrency)
         connected.record(0)
         blocked.record(0)
+        connectionState("idle")
+    }
+
+    /// The values of the `state` label of `image_fetch_broker_connection_state`, as
+    /// ``BrokerSession/stateName`` spells them.
+    public static let connectionStates = ["idle", "connecting", "consuming", "blocked", "draining", "reconnecting", "closed"]
+
+    /// Sets `image_fetch_broker_connection_state`: 1 for `state`, 0 for every other state.
+    func connectionState(_ state: String) {
+        for (name, gauge) in stateGauges { gauge.record(name == state ? 1 : 0) }
     }
 
     /// Counts one published result.

@@ -30,12 +30,4 @@ struct AdmissionLedger {
         waiting.removeAll()
         return all
     }
-
-    /// Forgets deliveries of channel epochs before `epoch`: the broker redelivers them, and their
-    /// tags cannot be acked or nacked any more.
-    mutating func dropEpochs(before epoch: UInt64) -> Int {
-        let stale = waiting.keys.filter { $0.epoch < epoch }
-        for key in stale { waiting.removeValue(forKey: key) }
-        return stale.count
-    }
 }

@@ -19,6 +19,22 @@ struct JSONWriter {
         needsComma = true
     }
 
+    mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    /// A number with up to three decimals (rates).
+    mutating func field(_ name: StaticString, decimal value: Double) {
+        field(name, milliseconds: value)
+    }
+
     mutating func key(_ name: StaticString) {
         separate()
         bytes.append(UInt8(ascii: "\""))
@@ -56,6 +72,13 @@ struct JSONWriter {
     mutating func field(_ name: StaticString, _ value: Int?) {
         guard let value else { return }
         field(name, value)
+    }
+
+    /// `"name":null`.
+    mutating func null(_ name: StaticString) {
+        key(name)
+        bytes.append(contentsOf: Array("null".utf8))
+        needsComma = true
     }
 
     mutating func field(_ name: StaticString, _ value: Bool) {

@@ -45,6 +45,8 @@ public final class JobPublisher: Sendable {
             properties.persistent = true
             properties.headers = headers
             properties.replyTo = replyTo
+            // Lets the management API report the age of the queue's head (head_message_timestamp).
+            properties.timestamp = UInt64(Date().timeIntervalSince1970)
             session.publish(OutboundMessage(routingKey: configuration.queue.jobs, properties: properties, body: body)) { outcome in
                 if outcome == .confirmed { confirmed.withLock { $0 += 1 } }
                 permits.signal()
@@ -62,49 +64,4 @@ public final class JobPublisher: Sendable {
 
     /// Closes the connection.
     public func close() { session.close() }
-}
-
-/// Ready messages and consumers per queue, by passive declares (the `depth` command).
-public enum QueueDepth {
-    /// One queue's depth; nil counts when the queue does not exist.
-    public struct Row: Sendable, Equatable {
-        public var queue: String
-        public var ready: Int?
-        public var consumers: Int?
-    }
-
-    /// The queues of the topology: jobs, its retry queues, dead and results.
-    public static func queueNames(_ configuration: WorkerConfiguration) -> [String] {
-        let queues = configuration.queue
-        let retries = Set(configuration.retry.delays).sorted().map {
-            Topology.retryQueueName(jobs: queues.jobs, delaySeconds: $0)
-        }
-        return [queues.jobs] + retries + [queues.dead, queues.results]
-    }
-
-    /// Samples every queue on a short-lived connection.
-    public static func sample(_ configuration: WorkerConfiguration) throws(AMQPError) -> [Row] {
-        let connection = try AMQPConnection()
-        let amqp = configuration.amqp
-        try connection.open(
-            url: amqp.urls[0],
-            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify),
-            heartbeat: 0, connectionName: "image-fetch-worker depth")
-        defer { connection.close() }
-        var rows: [Row] = []
-        var channel: UInt16 = 1
-        for name in queueNames(configuration) {
-            // A passive declare of a missing queue closes its channel: one channel per queue.
-            try connection.openChannel(channel)
-            do throws(AMQPError) {
-                let depth = try connection.declareQueue(channel: channel, name: name, passive: true)
-                rows.append(Row(queue: name, ready: depth.messages, consumers: depth.consumers))
-                connection.closeChannel(channel)
-            } catch where error.replyCode == 404 {
-                rows.append(Row(queue: name, ready: nil, consumers: nil))
-            }
-            channel += 1
-        }
-        return rows
-    }
 }

@@ -136,6 +136,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         session.stopConsuming { [self] in
             let waiting = ledger.withLock { $0.takeAll() }
             for delivery in waiting { session.nackOnQueue(delivery, requeue: true) }
+            stats.skippedAdmission(waiting.count)
             stats.handedBack(waiting.count)
             if !waiting.isEmpty { logger.info("handed back deliveries that were not admitted", metadata: ["count": "\(waiting.count)"]) }
         }
@@ -174,25 +175,26 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     }
 
     public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
-        let dropped = ledger.withLock { $0.dropEpochs(before: epoch) }
         stats.metrics.connected.record(1)
+        stats.metrics.connectionState(session.stateName)
         if epoch > 1 { stats.metrics.reconnects.increment() }
+    }
+
+    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+        stats.metrics.connected.record(0)
+        stats.metrics.connectionState(session.stateName)
+        // Deliveries still waiting for a permit belong to the dead channel: the broker redelivers
+        // them, so they must not be worked on (their tags can never be acked).
+        let dropped = ledger.withLock { $0.takeAll() }.count
         if dropped > 0 {
             stats.skippedAdmission(dropped)
             logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
         }
     }
 
-    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
-        stats.metrics.connected.record(0)
-        // Deliveries still waiting for a permit belong to the dead channel: the broker redelivers
-        // them, so they must not be worked on (their tags can never be acked).
-        let dropped = ledger.withLock { $0.takeAll() }.count
-        if dropped > 0 { stats.skippedAdmission(dropped) }
-    }
-
     public func session(_ session: BrokerSession, blocked: Bool) {
         stats.metrics.blocked.record(blocked ? 1 : 0)
+        stats.metrics.connectionState(blocked ? "blocked" : session.stateName)
         gate.lock()
         self.blocked = blocked && !isDraining
         gate.broadcast()
@@ -207,8 +209,9 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         gate.unlock()
         semaphore.wait()
         guard ledger.withLock({ $0.claim(delivery) }) else {
+            // Handed back by a drain or dropped with its channel: whoever took it out of the
+            // ledger already counted it out of the waiting jobs.
             semaphore.signal()
-            stats.skippedAdmission()
             return
         }
         inFlight.enter()
@@ -551,7 +554,12 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                     }
                 }
             },
-            metrics: { [stats] in stats.metrics.render() })
+            metrics: { [stats, session] in
+                // The session changes state in places that tell no delegate (connecting, waiting
+                // to reconnect, draining, closed); read it at scrape time so the gauge is current.
+                stats.metrics.connectionState(session.stateName)
+                return stats.metrics.render()
+            })
     }
 
     /// The port the operations endpoint listens on, if it runs.
@@ -600,11 +608,15 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             last = (done, now)
             return rate
         }
+        // Failures by code, e.g. "http_error=2,not_an_image=1"; counts since the start, like ok and failed.
+        let byCode = snapshot.failuresByCode.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            .joined(separator: ",")
         logger.info("summary", metadata: [
             "rate_per_s": "\(String(format: "%.1f", rate))", "in_flight": "\(snapshot.inFlight)",
             "waiting": "\(snapshot.waiting)", "ok": "\(snapshot.succeeded)", "failed": "\(snapshot.failed)",
+            "failed_by_code": "\(byCode)",
             "retried": "\(snapshot.retried)", "dead_lettered": "\(snapshot.deadLettered)",
-            "connection": "\(session.stateName)",
+            "requeued": "\(snapshot.handedBack)", "connection": "\(session.stateName)",
         ])
     }
 }

@@ -80,6 +80,27 @@ enum TestBroker {
         return Array((try? Data(contentsOf: output)) ?? Data())
     }
 
+    /// `rabbitmqctl -q list_queues name messages_ready messages_unacknowledged consumers` on the
+    /// test node: queue name → (ready, unacked, consumers).
+    static func listQueues() throws -> [String: (ready: Int, unacked: Int, consumers: Int)] {
+        guard let script else { return [:] }
+        let text = try output(script, ["ctl", "-q", "list_queues", "--no-table-headers",
+                                       "name", "messages_ready", "messages_unacknowledged", "consumers"])
+        var queues: [String: (ready: Int, unacked: Int, consumers: Int)] = [:]
+        for line in text.split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+            guard fields.count == 4, let ready = Int(fields[1]), let unacked = Int(fields[2]),
+                  let consumers = Int(fields[3]) else { continue }
+            queues[String(fields[0])] = (ready, unacked, consumers)
+        }
+        return queues
+    }
+
+    /// Runs a program and returns its standard output as text.
+    static func output(_ executable: String, _ arguments: [String]) throws -> String {
+        String(decoding: try capture(executable, arguments), as: UTF8.self)
+    }
+
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
         try spawnAndWait(executable, arguments, stdoutPath: "/dev/null")
@@ -93,10 +114,14 @@ enum TestBroker {
         let errors = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-cmd-\(UUID().uuidString).err")
         defer { try? FileManager.default.removeItem(at: errors) }
         posix_spawn_file_actions_addopen(&actions, 2, errors.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        // Through bash, which first closes every descriptor above 2 that this process would pass
+        // on: `rabbitmq.sh start` leaves a daemon (the node) behind, which must not hold the test
+        // process's sockets for as long as it runs.
+        let closeInherited = #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done 2>/dev/null; exec "$0" "$@""#
+        let argv = (["/bin/bash", "-c", closeInherited, executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
         guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EINVAL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}

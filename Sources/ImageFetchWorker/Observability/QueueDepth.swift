@@ -1,0 +1,161 @@
+import Foundation
+
+/// Ready messages and consumers per queue, by passive declares, and optionally unacked messages and
+/// rates from the RabbitMQ management API (the `depth` command).
+public enum QueueDepth {
+    /// One queue's depth; nil counts when the queue does not exist (or, for the management fields,
+    /// when the management API was not asked or reports no such value).
+    public struct Row: Sendable, Equatable {
+        /// The queue name.
+        public var queue: String
+        /// Ready messages, from a passive declare.
+        public var ready: Int?
+        /// Consumers, from a passive declare.
+        public var consumers: Int?
+        /// Delivered but not yet acknowledged messages (management API).
+        public var unacked: Int?
+        /// Messages published into the queue per second (management API, `publish_details.rate`).
+        public var publishRate: Double?
+        /// Messages delivered or fetched per second (management API, `deliver_get_details.rate`).
+        public var deliverRate: Double?
+        /// Acknowledgements per second (management API, `ack_details.rate`).
+        public var ackRate: Double?
+
+        /// Creates a row.
+        public init(queue: String, ready: Int?, consumers: Int?, unacked: Int? = nil, publishRate: Double? = nil,
+                    deliverRate: Double? = nil, ackRate: Double? = nil) {
+            self.queue = queue
+            self.ready = ready
+            self.consumers = consumers
+            self.unacked = unacked
+            self.publishRate = publishRate
+            self.deliverRate = deliverRate
+            self.ackRate = ackRate
+        }
+
+        /// Adds what the management API reported for this queue.
+        mutating func merge(_ stats: ManagementAPI.QueueStats) {
+            unacked = stats.unacked
+            publishRate = stats.publishRate
+            deliverRate = stats.deliverRate
+            ackRate = stats.ackRate
+        }
+    }
+
+    /// The exit statuses of the `depth` command.
+    public enum ExitStatus {
+        /// Every queue was read and none holds more than `--max-ready` ready messages.
+        public static let ok: Int32 = 0
+        /// A queue holds more than `--max-ready` ready messages.
+        public static let overMaxReady: Int32 = 1
+        /// The depth could not be read: the broker or the management API did not answer, refused
+        /// the credentials, or answered with something unexpected.
+        public static let cannotRead: Int32 = 2
+    }
+
+    /// The queues of the topology: jobs, its retry queues, dead and results.
+    public static func queueNames(_ configuration: WorkerConfiguration) -> [String] {
+        let queues = configuration.queue
+        let retries = Set(configuration.retry.delays).sorted().map {
+            Topology.retryQueueName(jobs: queues.jobs, delaySeconds: $0)
+        }
+        return [queues.jobs] + retries + [queues.dead, queues.results]
+    }
+
+    /// Samples every queue on a short-lived connection.
+    public static func sample(_ configuration: WorkerConfiguration) throws(AMQPError) -> [Row] {
+        let connection = try AMQPConnection()
+        let amqp = configuration.amqp
+        try connection.open(
+            url: amqp.urls[0],
+            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify),
+            heartbeat: 0, connectionName: "image-fetch-worker depth")
+        defer { connection.close() }
+        var rows: [Row] = []
+        var channel: UInt16 = 1
+        for name in queueNames(configuration) {
+            // A passive declare of a missing queue closes its channel: one channel per queue.
+            try connection.openChannel(channel)
+            do throws(AMQPError) {
+                let depth = try connection.declareQueue(channel: channel, name: name, passive: true)
+                rows.append(Row(queue: name, ready: depth.messages, consumers: depth.consumers))
+                connection.closeChannel(channel)
+            } catch where error.replyCode == 404 {
+                rows.append(Row(queue: name, ready: nil, consumers: nil))
+            }
+            channel += 1
+        }
+        return rows
+    }
+
+    /// Adds unacked messages and rates from the management API to `rows`, in the vhost of the
+    /// first `amqp.url`.
+    public static func addManagementStats(_ rows: [Row], api: ManagementAPI,
+                                          configuration: WorkerConfiguration) throws(ManagementAPI.Failure) -> [Row] {
+        let vhost = configuration.amqp.urls[0].vhost
+        var out = rows
+        for index in out.indices {
+            if let stats = try api.queue(vhost: vhost, name: out[index].queue) {
+                out[index].merge(stats)
+            }
+        }
+        return out
+    }
+
+    /// Whether any queue holds more than `maxReady` ready messages.
+    public static func exceeds(_ rows: [Row], maxReady: Int) -> Bool {
+        rows.contains { ($0.ready ?? 0) > maxReady }
+    }
+
+    /// A JSON array with one object per queue: `queue`, `ready`, `consumers`, and with the
+    /// management API also `unacked`, `publish_rate`, `deliver_rate`, `ack_rate` (per second).
+    /// Missing values are `null`.
+    public static func json(_ rows: [Row], management: Bool) -> String {
+        var json = JSONWriter(capacity: 128 * rows.count)
+        json.beginArray()
+        for row in rows {
+            json.beginObject()
+            json.field("queue", row.queue)
+            optional(&json, "ready", row.ready)
+            optional(&json, "consumers", row.consumers)
+            if management {
+                optional(&json, "unacked", row.unacked)
+                optional(&json, "publish_rate", row.publishRate)
+                optional(&json, "deliver_rate", row.deliverRate)
+                optional(&json, "ack_rate", row.ackRate)
+            }
+            json.endObject()
+        }
+        json.endArray()
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+
+    /// A table for people; `-` marks a missing value.
+    public static func table(_ rows: [Row], management: Bool) -> String {
+        var header = ["QUEUE", "READY", "CONSUMERS"]
+        if management { header += ["UNACKED", "PUBLISH/S", "DELIVER/S", "ACK/S"] }
+        var lines = [header]
+        for row in rows {
+            var line = [row.queue, text(row.ready), text(row.consumers)]
+            if management { line += [text(row.unacked), text(row.publishRate), text(row.deliverRate), text(row.ackRate)] }
+            lines.append(line)
+        }
+        let widths = header.indices.map { column in lines.map { $0[column].count }.max() ?? 0 }
+        return lines.map { line in
+            line.enumerated().map { column, cell in
+                column == line.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    private static func text(_ value: Int?) -> String { value.map(String.init) ?? "-" }
+    private static func text(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "-" }
+
+    private static func optional(_ json: inout JSONWriter, _ name: StaticString, _ value: Int?) {
+        if let value { json.field(name, value) } else { json.null(name) }
+    }
+
+    private static func optional(_ json: inout JSONWriter, _ name: StaticString, _ value: Double?) {
+        if let value { json.field(name, decimal: value) } else { json.null(name) }
+    }
+}
