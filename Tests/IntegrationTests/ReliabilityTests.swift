@@ -93,6 +93,7 @@ struct ReliabilityTests {
         configuration.retry.delays = [1, 2]
         configuration.retry.maxAttempts = 4
         defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let published = Date()
@@ -119,6 +120,7 @@ struct ReliabilityTests {
         configuration.retry.delays = [1]
         configuration.retry.maxAttempts = 3
         defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
         defer { results.close(); dead.close() }
