@@ -61,7 +61,10 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         case .none:
             self.sink = NoneSink()
         case .s3:
-            throw JobError(.storageFailed, "storage.kind=s3 is not available in this build")
+            // Its own engine: uploads skip the address veto, so they must not share connections
+            // with fetches. The semaphore is signalled only when the upload completes.
+            self.sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch,
+                                   maxConnections: configuration.worker.concurrency)
         }
         self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil)
         self.session.setDelegate(self)
