@@ -83,6 +83,11 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// cannot fix (credentials, TLS files): those end the process with one clear line.
     public func start() throws {
         installSignalHandlers()
+        if !configuration.amqp.tls.verify {
+            logger.warning(configuration.amqp.urls.contains(where: \.tls)
+                ? "INSECURE: amqp.tls.verify=false: the broker's certificate and host name are NOT checked; anyone on the network path can impersonate the broker and read the credentials and jobs"
+                : "amqp.tls.verify=false has no effect: no amqps:// broker URL is configured")
+        }
         if configuration.http.port > 0 {
             healthServer = try HealthServer(host: configuration.http.host, port: configuration.http.port,
                                             probes: probes, logger: logger)
