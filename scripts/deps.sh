@@ -66,6 +66,20 @@ if ((${#missing[@]} > 0)); then
   done
 fi
 
+# The S3 integration tests run moto's server mode (a local S3 that checks SigV4 signatures). Use
+# moto_server from PATH if there is one, else install moto[server] into a virtual environment under
+# .run/ (override with IFW_MOTO_VENV), where the tests look for it too.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MOTO_VENV="${IFW_MOTO_VENV:-$ROOT/.run/moto-venv}"
+if ! command -v moto_server >/dev/null 2>&1 && ! "$MOTO_VENV/bin/moto_server" --help >/dev/null 2>&1; then
+  echo "deps.sh: installing moto[server] into $MOTO_VENV (for the S3 tests)" >&2
+  rm -rf "$MOTO_VENV"
+  if ! { python3 -m venv "$MOTO_VENV" >/dev/null &&
+    "$MOTO_VENV/bin/python" -m pip install -q --disable-pip-version-check 'moto[server]>=5,<6' >/dev/null; }; then
+    echo "deps.sh: WARNING: could not install moto[server] from PyPI; the S3 tests will be skipped" >&2
+  fi
+fi
+
 if ((check_swift)); then
   if ! command -v swift >/dev/null 2>&1 || ! swift --version >/dev/null 2>&1; then
     die "no working 'swift' on PATH. Install a Swift 6 toolchain for Linux (swift.org, or swiftly) and put its usr/bin on PATH; 'docker compose up --build' builds without one."

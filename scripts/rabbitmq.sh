@@ -22,6 +22,9 @@
 #   IFW_RABBIT_TIMEOUT   seconds `start` and `wait` allow, default 60
 #   IFW_RABBIT_OWNER_PID the process the node belongs to (scripts/test.sh); once it has exited, a later
 #                        `start` on the same port may stop the leftover node
+#   IFW_RABBIT_EXTRA_CONF extra rabbitmq.conf lines (newline-separated), appended as given, e.g. a TLS
+#                        listener: "listeners.ssl.default = 127.0.0.1:5671" and "ssl_options.certfile = ...".
+#                        Files it names must be readable by the rabbitmq user.
 #
 # `start` exits 98 when the port (or the node name) is taken by something it must not stop.
 # The node is named ifw-PORT@localhost and its Erlang distribution port is PORT+20000, so nodes on
@@ -172,6 +175,9 @@ write_config() {
     fi
     if [[ ,$PLUGINS, == *,rabbitmq_prometheus,* ]]; then
       echo "prometheus.tcp.ip = 127.0.0.1"
+    fi
+    if [[ -n ${IFW_RABBIT_EXTRA_CONF:-} ]]; then
+      printf '%s\n' "$IFW_RABBIT_EXTRA_CONF"
     fi
   } >"$tmp"
   as_root cp "$tmp" "$DIR/rabbitmq.conf"

@@ -56,21 +56,29 @@ public final class AMQPConnection {
             socket = ssl
             amqp_ssl_socket_set_verify_peer(ssl, tls.verify ? 1 : 0)
             amqp_ssl_socket_set_verify_hostname(ssl, tls.verify ? 1 : 0)
-            if let caFile = tls.caFile {
+            // rabbitmq-c 0.11 loads no CA certificates by itself, not even the system's: without
+            // a file every verified handshake would fail. Load the system bundle when none is set.
+            if let caFile = tls.caFile ?? (tls.verify ? Self.systemCABundle() : nil) {
+                try Self.checkReadable(caFile, key: "amqp.tls.ca_file")
                 let status = amqp_ssl_socket_set_cacert(ssl, caFile)
                 if status != AMQP_STATUS_OK.rawValue {
                     throw AMQPError(.tls, operation: "amqp.tls.ca_file \(caFile)",
-                                    message: "could not load the CA certificates")
+                                    message: "holds no usable PEM CA certificate")
                 }
+            } else if tls.verify {
+                throw AMQPError(.tls, operation: "amqp.tls.ca_file",
+                                message: "is not set and no system CA bundle was found; set it to the CA that signed the broker's certificate")
             }
             if let certFile = tls.certFile {
                 guard let keyFile = tls.keyFile else {
                     throw AMQPError(.tls, operation: "amqp.tls.cert_file", message: "amqp.tls.key_file is not set")
                 }
+                try Self.checkReadable(certFile, key: "amqp.tls.cert_file")
+                try Self.checkReadable(keyFile, key: "amqp.tls.key_file")
                 let status = amqp_ssl_socket_set_key(ssl, certFile, keyFile)
                 if status != AMQP_STATUS_OK.rawValue {
-                    throw AMQPError(.tls, operation: "amqp.tls.cert_file \(certFile) / key_file \(keyFile)",
-                                    message: "could not load the client certificate or key")
+                    throw AMQPError(.tls, operation: "amqp.tls.cert_file \(certFile) / amqp.tls.key_file \(keyFile)",
+                                    message: "not a PEM certificate and its matching private key")
                 }
             }
         } else {
@@ -83,8 +91,21 @@ public final class AMQPConnection {
         let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &timeout)
         if status != AMQP_STATUS_OK.rawValue {
             var error = AMQPError.status(status, operation: "connect to \(url.host):\(url.port)")
-            if url.tls, error.code == .tls || status == AMQP_STATUS_SSL_CONNECTION_FAILED.rawValue {
-                error.message += "; check amqp.tls.ca_file and that the broker's certificate names \(url.host)"
+            if url.tls {
+                let ca = tls.caFile.map { "amqp.tls.ca_file \($0)" } ?? "the system CA bundle"
+                switch amqp_status_enum(rawValue: status) {
+                case AMQP_STATUS_SSL_PEER_VERIFY_FAILED:
+                    error.message = "TLS peer verification failed: the broker's certificate is not signed by a CA in \(ca)"
+                case AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED:
+                    error.message = "TLS hostname verification failed: the broker's certificate does not name \(url.host) "
+                        + "(rabbitmq-c matches DNS names of the certificate, so connect by a name it lists)"
+                case AMQP_STATUS_SSL_CONNECTION_FAILED, AMQP_STATUS_SSL_ERROR:
+                    error.message = "TLS handshake failed: the broker's certificate did not verify against \(ca), "
+                        + "or the broker refused the client certificate, or the port does not speak TLS"
+                    error.code = .tls
+                default:
+                    break
+                }
             }
             throw error
         }
@@ -115,6 +136,23 @@ public final class AMQPConnection {
             throw error.code == .library || error.code == .connectionClosed
                 ? AMQPError(.login, operation: error.operation, message: error.message, replyCode: error.replyCode)
                 : error
+        }
+    }
+
+    /// The first CA bundle found: `SSL_CERT_FILE`, then the usual Debian, Red Hat and Alpine paths.
+    static func systemCABundle() -> String? {
+        var candidates = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
+        if let fromEnvironment = ProcessInfo.processInfo.environment["SSL_CERT_FILE"], !fromEnvironment.isEmpty {
+            candidates.insert(fromEnvironment, at: 0)
+        }
+        return candidates.first { access($0, R_OK) == 0 }
+    }
+
+    /// Throws a ``AMQPError/Code/tls`` error naming `key` and `path` unless the file can be read.
+    static func checkReadable(_ path: String, key: String) throws(AMQPError) {
+        if access(path, R_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw AMQPError(.tls, operation: "\(key) \(path)", message: "cannot be read: \(reason)")
         }
     }
 

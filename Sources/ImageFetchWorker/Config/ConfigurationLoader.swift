@@ -67,6 +67,8 @@ public enum ConfigurationLoader {
         "fetch.low_speed_limit", "fetch.low_speed_time",
         "retry.max_attempts", "retry.delays",
         "storage.kind", "storage.path", "storage.fsync",
+        "s3.endpoint", "s3.bucket", "s3.region", "s3.prefix", "s3.path_style",
+        "s3.access_key_id", "s3.secret_access_key", "s3.session_token",
         "http.port", "http.host",
         "log.level", "log.format", "log.summary_interval",
         "metrics.depth_interval",
@@ -152,6 +154,7 @@ public enum ConfigurationLoader {
         config.storage.kind = try reader.choice("storage.kind", default: config.storage.kind)
         config.storage.path = try reader.string("storage.path", default: config.storage.path)
         config.storage.fsync = try reader.bool("storage.fsync", default: config.storage.fsync)
+        config.s3 = try readS3(reader, required: config.storage.kind == .s3)
 
         config.http.port = try reader.int("http.port", in: 0...65535, default: config.http.port)
         config.http.host = try reader.bindAddress("http.host", default: config.http.host)
@@ -164,6 +167,75 @@ public enum ConfigurationLoader {
         config.metrics.depthInterval = try reader.seconds(
             "metrics.depth_interval", allowZero: true, default: config.metrics.depthInterval)
         return config
+    }
+
+    // MARK: - s3.*
+
+    /// The AWS variables each credential falls back to when its `s3.*` key is not set anywhere.
+    static let awsFallbacks: [String: String] = [
+        "s3.access_key_id": "AWS_ACCESS_KEY_ID",
+        "s3.secret_access_key": "AWS_SECRET_ACCESS_KEY",
+        "s3.session_token": "AWS_SESSION_TOKEN",
+    ]
+
+    /// Reads `s3.*`. With `required` (`storage.kind=s3`) the bucket and both credentials must be
+    /// set; the other checks apply whenever a value is given.
+    private static func readS3(_ reader: ValueReader, required: Bool) throws(ConfigurationError) -> WorkerConfiguration.S3 {
+        var s3 = WorkerConfiguration.S3()
+        s3.region = try reader.pattern(
+            "s3.region", default: s3.region, allowed: "a-z, 0-9 and -",
+            isValid: { !$0.isEmpty && $0.utf8.count <= 64 && $0.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" } })
+        if let raw = try reader.raw("s3.endpoint", kind: .string) {
+            let text = ConfigText.trimmed(raw.text)
+            guard let endpoint = S3Addressing.validateEndpoint(text) else {
+                throw reader.fail("s3.endpoint", raw,
+                                  "must be an http:// or https:// URL with a host and no user info, path, query or fragment, like https://minio.internal:9000")
+            }
+            s3.endpoint = endpoint
+        }
+        s3.pathStyle = try reader.bool("s3.path_style", default: s3.pathStyle)
+        s3.bucket = try reader.optionalString("s3.bucket") ?? ""
+        if !s3.bucket.isEmpty, !S3Addressing.isValidBucket(s3.bucket, pathStyle: s3.pathStyle) {
+            let raw = try reader.raw("s3.bucket", kind: .string)
+            throw ConfigurationError(
+                key: "s3.bucket",
+                problem: s3.pathStyle
+                    ? "must be 1 to 255 letters, digits, '.', '-' or '_', got \(quoted(s3.bucket))"
+                    : "must be a DNS-compatible bucket name (3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter or digit), got \(quoted(s3.bucket)); set s3.path_style=true for other names",
+                source: raw?.source)
+        }
+        if let raw = try reader.raw("s3.prefix", kind: .string) {
+            let prefix = raw.text
+            if !prefix.isEmpty {
+                // The prefix becomes the front of a key: the sanitiser's rules apply to it too.
+                let probe = prefix.hasSuffix("/") ? prefix + "x" : prefix
+                guard !prefix.hasPrefix("/"), StorageKey.sanitize(probe) == probe, prefix.utf8.count <= 512 else {
+                    throw reader.fail("s3.prefix", raw,
+                                      "must be up to 512 bytes without a leading '/', empty, '.' or '..' segments, backslashes or control characters")
+                }
+            }
+            s3.prefix = prefix
+        }
+        s3.accessKeyID = try reader.credential("s3.access_key_id", fallback: awsFallbacks["s3.access_key_id"]!)
+        s3.secretAccessKey = try reader.credential("s3.secret_access_key", fallback: awsFallbacks["s3.secret_access_key"]!)
+        s3.sessionToken = try reader.credential("s3.session_token", fallback: awsFallbacks["s3.session_token"]!)
+        if let id = s3.accessKeyID, id.contains(":") {
+            throw ConfigurationError(key: "s3.access_key_id", problem: "must not contain ':'")
+        }
+        guard required else { return s3 }
+        if s3.bucket.isEmpty {
+            throw ConfigurationError(key: "s3.bucket", problem: "must be set when storage.kind is s3 (S3_BUCKET)")
+        }
+        if s3.accessKeyID == nil {
+            throw ConfigurationError(
+                key: "s3.access_key_id", problem: "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID)")
+        }
+        if s3.secretAccessKey == nil {
+            throw ConfigurationError(
+                key: "s3.secret_access_key",
+                problem: "must be set when storage.kind is s3 (S3_SECRET_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, or either with _FILE)")
+        }
+        return s3
     }
 
     // MARK: - Command line and config file
@@ -296,10 +368,13 @@ private struct ValueReader {
         return values
     }
 
-    /// True for keys whose values are secrets: `amqp.url` and `…password`, `…secret`.
+    /// Keys that are secrets although their names do not end in `password` or `secret`.
+    static let namedSecrets: Set<String> = ["amqp.url", "s3.secret_access_key", "s3.session_token"]
+
+    /// True for keys whose values are secrets: ``namedSecrets`` and `…password`, `…secret`.
     static func isSecret(_ key: String) -> Bool {
         let last = components(key).last ?? key
-        return key == "amqp.url" || last.hasSuffix("password") || last.hasSuffix("secret")
+        return namedSecrets.contains(key) || last.hasSuffix("password") || last.hasSuffix("secret")
     }
 
     /// Finds a key in flags, then environment (and `*_FILE` for secrets), then the config file.
@@ -451,6 +526,43 @@ private struct ValueReader {
         guard let raw = try raw(key, kind: .string) else { return nil }
         let text = ConfigText.trimmed(raw.text)
         return text.isEmpty ? nil : text
+    }
+
+    /// A value checked by `isValid`; `allowed` describes the valid characters for the error.
+    func pattern(
+        _ key: String, default value: String, allowed: String, isValid: (String) -> Bool
+    ) throws(ConfigurationError) -> String {
+        guard let raw = try raw(key, kind: .string) else { return value }
+        let text = ConfigText.trimmed(raw.text)
+        guard isValid(text) else { throw fail(key, raw, "must be 1 to 64 characters of \(allowed)") }
+        return text
+    }
+
+    /// A credential: the key from flags, environment (or `_FILE`) or config file, else the AWS
+    /// variable `fallback` (or `<fallback>_FILE`); nil when none is set or the value is empty.
+    /// Control characters are refused, so a value can never split a request header.
+    func credential(_ key: String, fallback: String) throws(ConfigurationError) -> String? {
+        var found = try raw(key, kind: .string)
+        if found == nil {
+            let fileVariable = fallback + "_FILE"
+            if let path = environment[fileVariable] {
+                if environment[fallback] != nil {
+                    throw ConfigurationError(
+                        key: key, problem: "set either \(fallback) or \(fileVariable), not both", source: "environment")
+                }
+                found = Raw(text: try readSecret(path: path, key: key, variable: fileVariable),
+                            source: "\(fileVariable)=\(path)", isSecret: true)
+            } else if let text = environment[fallback] {
+                found = Raw(text: text, source: "environment variable \(fallback)", isSecret: Self.isSecret(key))
+            }
+        }
+        guard let raw = found else { return nil }
+        let text = ConfigText.trimmed(raw.text)
+        if text.isEmpty { return nil }
+        guard text.utf8.count <= 4096, !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw fail(key, raw, "must be 1 to 4096 bytes without control characters")
+        }
+        return text
     }
 
     func choice<Choice: RawRepresentable & CaseIterable>(

@@ -116,6 +116,43 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// `s3.*`: the S3-compatible object store of `storage.kind=s3`.
+    public struct S3: Sendable, Equatable, CustomStringConvertible {
+        /// `s3.endpoint`: the store's base URL, `http(s)://host[:port]`. nil means AWS for the
+        /// region: `https://s3.<region>.amazonaws.com` (see ``resolvedEndpoint``).
+        public var endpoint: String? = nil
+        /// `s3.bucket`: the bucket; required when `storage.kind` is `s3`.
+        public var bucket: String = ""
+        /// `s3.region`: the SigV4 signing region.
+        public var region: String = "us-east-1"
+        /// `s3.prefix`: put in front of every object key, as is (`images/` gives `images/ab/ab….png`).
+        public var prefix: String = ""
+        /// `s3.path_style`: address the bucket in the path (`endpoint/bucket/key`), as MinIO, Ceph
+        /// and most S3-compatible stores want, instead of the host (`bucket.endpoint/key`).
+        public var pathStyle: Bool = false
+        /// `s3.access_key_id`, else `AWS_ACCESS_KEY_ID`.
+        public var accessKeyID: String? = nil
+        /// `s3.secret_access_key`, else `AWS_SECRET_ACCESS_KEY`. A secret: never logged.
+        public var secretAccessKey: String? = nil
+        /// `s3.session_token`, else `AWS_SESSION_TOKEN`: sent as `x-amz-security-token` for
+        /// temporary credentials. A secret: never logged.
+        public var sessionToken: String? = nil
+
+        /// ``endpoint``, or AWS's endpoint for ``region`` when it is unset; no trailing `/`.
+        public var resolvedEndpoint: String {
+            var text = endpoint ?? "https://s3.\(region).amazonaws.com"
+            while text.hasSuffix("/") { text.removeLast() }
+            return text
+        }
+
+        /// The settings without the secrets, safe to log.
+        public var description: String {
+            "S3(endpoint: \(resolvedEndpoint), bucket: \(bucket), region: \(region), prefix: \(prefix), "
+                + "path_style: \(pathStyle), credentials: \(accessKeyID == nil ? "none" : "***"))"
+        }
+        public init() {}
+    }
+
     /// `http.*`: the metrics and health endpoint.
     public struct HTTP: Sendable, Equatable {
         /// `http.port`: 0 turns the endpoint off.
@@ -155,6 +192,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
     public var fetch = Fetch()
     public var retry = Retry()
     public var storage = Storage()
+    public var s3 = S3()
     public var http = HTTP()
     public var log = Log()
     public var metrics = Metrics()

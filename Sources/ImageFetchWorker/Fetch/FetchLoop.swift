@@ -267,8 +267,13 @@ final class FetchLoop: @unchecked Sendable {
                 guard code == CURLE_OK else { throw .easy(code) }
             }
             // Drop the form Content-Type libcurl would add for POST fields, and Expect: 100-continue.
-            if !headers.contains(where: { Self.isHeader($0, named: "content-type") }) { headers.append("Content-Type:") }
-            headers.append("Expect:")
+            // Not for SigV4: libcurl 7.88 signs every custom header, the blank ones that only
+            // remove a header included, so the signature would cover headers never sent (S3
+            // answers 403 SignatureDoesNotMatch). Headers libcurl adds by itself are not signed.
+            if request.awsSigV4 == nil {
+                if !headers.contains(where: { Self.isHeader($0, named: "content-type") }) { headers.append("Content-Type:") }
+                headers.append("Expect:")
+            }
         }
         if !headers.isEmpty {
             let list = try CurlStringList(headers)

@@ -63,7 +63,10 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         case .none:
             self.sink = NoneSink()
         case .s3:
-            throw JobError(.storageFailed, "storage.kind=s3 is not available in this build")
+            // Its own engine: uploads skip the address veto, so they must not share connections
+            // with fetches. The semaphore is signalled only when the upload completes.
+            self.sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch,
+                                   maxConnections: configuration.worker.concurrency)
         }
         self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil)
         self.session.setDelegate(self)
@@ -82,6 +85,11 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// cannot fix (credentials, TLS files): those end the process with one clear line.
     public func start() throws {
         installSignalHandlers()
+        if !configuration.amqp.tls.verify {
+            logger.warning(configuration.amqp.urls.contains(where: \.tls)
+                ? "INSECURE: amqp.tls.verify=false: the broker's certificate and host name are NOT checked; anyone on the network path can impersonate the broker and read the credentials and jobs"
+                : "amqp.tls.verify=false has no effect: no amqps:// broker URL is configured")
+        }
         if configuration.http.port > 0 {
             healthServer = try HealthServer(host: configuration.http.host, port: configuration.http.port,
                                             probes: probes, logger: logger)

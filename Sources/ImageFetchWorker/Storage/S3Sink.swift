@@ -1,0 +1,243 @@
+import Dispatch
+
+/// Stores bodies as objects in an S3-compatible store (AWS S3, MinIO, Ceph, moto) with one
+/// SigV4-signed `PUT` each, for `storage.kind=s3`.
+///
+/// - The object key is `<s3.prefix><key>`, where the key is the job's sanitised `key` when usable,
+///   else the content-addressed `<sha256[0..2]>/<sha256>.<ext>` (``StorageRequest/resolvedKey``).
+/// - The upload carries `Content-Type` (the sniffed format's MIME type), `x-amz-content-sha256`
+///   (the body's digest, which the worker already has), and the metadata `x-amz-meta-job-id` and
+///   `x-amz-meta-source-url`, made header-safe by ``S3Addressing/headerSafe(_:limit:)``.
+/// - libcurl signs the request (`CURLOPT_AWS_SIGV4` = `aws:amz:<region>:s3`) with the access key
+///   and secret; temporary credentials add `x-amz-security-token`.
+/// - Uploads run on a ``FetchEngine`` of the sink's own: the same non-blocking libcurl multi loop
+///   as fetches, without the connect-time address veto (the endpoint is configured, not taken from
+///   a job, and is often on a private network), and without sharing connections with the guarded
+///   fetch engine. No GCD thread blocks on an upload.
+///
+/// Failures are ``JobError/Code/storageFailed``: retryable for a 5xx, 408 or 429 answer, a timeout,
+/// or a store that cannot be reached; not retryable for a 403 (its message names the bucket, never
+/// the credentials) or any other 4xx. The location of a stored object is `s3://<bucket>/<key>`.
+public final class S3Sink: ImageSink {
+    /// The settings the sink was created with (``WorkerConfiguration/S3/description`` hides secrets).
+    public let settings: WorkerConfiguration.S3
+    private let engine: FetchEngine
+    private let signing: String
+    private let userPassword: String
+    private let completions = DispatchQueue(label: "image-fetch-worker.s3-sink.completions", attributes: .concurrent)
+
+    /// Creates the sink and its upload engine.
+    ///
+    /// - Parameters:
+    ///   - settings: `s3.*`; the bucket, access key and secret must be set (the loader checks this).
+    ///   - fetch: the transfer limits to apply to uploads (`fetch.timeout`, `fetch.connect_timeout`,
+    ///     the low-speed limit and the user agent).
+    ///   - maxConnections: keep-alive connections to the store; give at least `worker.concurrency`.
+    /// - Throws: ``JobError`` with code `storage_failed` when a setting is missing or libcurl cannot
+    ///   be initialised.
+    public init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws(JobError) {
+        guard !settings.bucket.isEmpty else { throw JobError(.storageFailed, "s3.bucket is not set") }
+        guard let keyID = settings.accessKeyID, let secret = settings.secretAccessKey else {
+            throw JobError(.storageFailed, "the S3 credentials are not set (s3.access_key_id, s3.secret_access_key)")
+        }
+        guard S3Addressing.validateEndpoint(settings.resolvedEndpoint) != nil else {
+            throw JobError(.storageFailed, "s3.endpoint is not a valid http or https URL")
+        }
+        self.settings = settings
+        self.signing = "aws:amz:\(settings.region):s3"
+        self.userPassword = keyID + ":" + secret
+        do {
+            self.engine = try FetchEngine(configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
+        } catch {
+            throw JobError(.storageFailed, "the S3 upload engine could not start: \(error.message)")
+        }
+    }
+
+    deinit {
+        engine.shutdown()
+    }
+
+    /// Uploads the body with a signed PUT, then calls `completion` on a queue of the sink's own.
+    public func store(
+        _ request: StorageRequest,
+        completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+    ) {
+        guard !request.sha256.isEmpty, request.sha256.utf8.allSatisfy(\.isLowerHex) else {
+            completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
+            return
+        }
+        let key = settings.prefix + request.resolvedKey
+        var upload = FetchRequest(url: S3Addressing.objectURL(
+            endpoint: settings.resolvedEndpoint, bucket: settings.bucket, key: key, pathStyle: settings.pathStyle))
+        upload.method = .put
+        upload.uploadBody = request.body
+        upload.awsSigV4 = signing
+        upload.userPassword = userPassword
+        upload.checkAddresses = false
+        upload.headers = S3Addressing.uploadHeaders(
+            contentType: request.info.format.mimeType, sha256: request.sha256, jobID: request.jobID,
+            sourceURL: request.sourceURL, sessionToken: settings.sessionToken)
+        let bucket = settings.bucket
+        let location = "s3://\(bucket)/\(key)"
+        engine.fetch(upload) { [completions] response in
+            let result: Result<StoredObject, JobError>
+            if let error = response.error {
+                result = .failure(S3Addressing.storageError(for: error, status: response.httpStatus, bucket: bucket))
+            } else {
+                result = .success(StoredObject(location: location))
+            }
+            // The engine's loop must not run the worker's result handling; hop off it.
+            completions.async { completion(result) }
+        }
+    }
+}
+
+/// URLs, headers and errors of the S3 REST API, kept apart from the sink so they can be tested
+/// without a store.
+enum S3Addressing {
+    /// The normalised endpoint (`scheme://host[:port]`, scheme lower-cased, no trailing `/`), or
+    /// nil if `text` is not an `http`/`https` URL with a host and nothing after it but `/`.
+    static func validateEndpoint(_ text: String) -> String? {
+        guard let schemeEnd = text.range(of: "://") else { return nil }
+        let scheme = text[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        var authority = Substring(text[schemeEnd.upperBound...])
+        while authority.hasSuffix("/") { authority = authority.dropLast() }
+        guard !authority.isEmpty, !authority.contains(where: { "/?#@\\ ".contains($0) }),
+            !authority.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return nil }
+        var host = authority
+        var port: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let rest = authority[authority.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return nil }
+                port = rest.dropFirst()
+            }
+            guard NetworkSyntax.isIPv6Address(String(host)) else { return nil }
+        } else {
+            if let colon = authority.lastIndex(of: ":") {
+                host = authority[..<colon]
+                port = authority[authority.index(after: colon)...]
+            }
+            guard NetworkSyntax.isHostName(String(host)) else { return nil }
+        }
+        if let port {
+            guard let number = Int(port), (1...65535).contains(number), port.allSatisfy(\.isASCII) else { return nil }
+        }
+        return scheme + "://" + authority
+    }
+
+    /// S3's bucket naming rules: DNS-compatible (3–63 of `a-z 0-9 . -`, alphanumeric at both ends)
+    /// for virtual-hosted addressing; with path-style addressing, 1–255 of `A-Z a-z 0-9 . - _`.
+    static func isValidBucket(_ name: String, pathStyle: Bool) -> Bool {
+        let bytes = Array(name.utf8)
+        if pathStyle {
+            return (1...255).contains(bytes.count)
+                && bytes.allSatisfy { $0.isLowerAlnum || (0x41...0x5A).contains($0) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F }
+                && name != "." && name != ".."
+        }
+        guard (3...63).contains(bytes.count), bytes.first!.isLowerAlnum, bytes.last!.isLowerAlnum else { return false }
+        return bytes.allSatisfy { $0.isLowerAlnum || $0 == 0x2E || $0 == 0x2D } && !name.contains("..")
+    }
+
+    /// `endpoint/bucket/key` (path style) or `scheme://bucket.host/key`, with the key URI-encoded
+    /// as SigV4 wants it: every byte but `A-Z a-z 0-9 - . _ ~` and `/` as `%XX`.
+    static func objectURL(endpoint: String, bucket: String, key: String, pathStyle: Bool) -> String {
+        let path = "/" + uriEncode(key, keepSlash: true)
+        if pathStyle {
+            return endpoint + "/" + uriEncode(bucket, keepSlash: false) + path
+        }
+        guard let schemeEnd = endpoint.range(of: "://") else { return endpoint + path }
+        return endpoint[..<schemeEnd.upperBound] + bucket + "." + endpoint[schemeEnd.upperBound...] + path
+    }
+
+    /// Percent-encodes all but the unreserved characters (and `/` with `keepSlash`).
+    static func uriEncode(_ text: String, keepSlash: Bool) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            if byte.isLowerAlnum || (0x41...0x5A).contains(byte) || byte == 0x2D || byte == 0x2E || byte == 0x5F
+                || byte == 0x7E || (keepSlash && byte == 0x2F)
+            {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += "%" + hexByte(byte)
+            }
+        }
+        return out
+    }
+
+    /// A value that is safe as an HTTP header value and as S3 user metadata (US-ASCII): bytes
+    /// outside printable ASCII (controls, CR, LF, DEL, space and non-ASCII UTF-8) become `%XX`,
+    /// so a value can never end the header or start another. Cut to at most `limit` bytes, never
+    /// inside an escape, because S3 caps user metadata at 2 KB.
+    static func headerSafe(_ text: String, limit: Int) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            let piece = (0x21...0x7E).contains(byte) ? String(Unicode.Scalar(byte)) : "%" + hexByte(byte)
+            if out.utf8.count + piece.utf8.count > limit { break }
+            out += piece
+        }
+        return out
+    }
+
+    /// The headers of an upload.
+    static func uploadHeaders(
+        contentType: String, sha256: String, jobID: String, sourceURL: String, sessionToken: String?
+    ) -> [String] {
+        var headers = [
+            "Content-Type: \(headerSafe(contentType, limit: 128))",
+            "x-amz-content-sha256: \(sha256)",
+            "x-amz-meta-job-id: \(headerSafe(jobID, limit: 256))",
+            "x-amz-meta-source-url: \(headerSafe(sourceURL, limit: 1024))",
+        ]
+        if let sessionToken { headers.append("x-amz-security-token: \(headerSafe(sessionToken, limit: 8192))") }
+        return headers
+    }
+
+    /// The `storage_failed` error for a failed upload. Names the bucket, never the key, the URL or
+    /// the credentials.
+    static func storageError(for error: JobError, status: Int?, bucket: String) -> JobError {
+        if let status, status > 0 {
+            switch status {
+            case 403:
+                return JobError(.storageFailed,
+                                "the store refused access to bucket \(bucket) (HTTP 403): check the credentials and the bucket policy",
+                                retryable: false)
+            case 408, 429, 500...599:
+                return JobError(.storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: true)
+            case 404:
+                return JobError(.storageFailed, "the store answered HTTP 404 for bucket \(bucket): does the bucket exist?",
+                                retryable: false)
+            default:
+                return JobError(.storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
+            }
+        }
+        switch error.code {
+        case .timeout:
+            return JobError(.storageFailed, "the upload to bucket \(bucket) timed out", retryable: true)
+        case .dnsFailure, .connectFailed, .truncated, .aborted:
+            return JobError(.storageFailed, "the store for bucket \(bucket) could not be reached: \(error.message)",
+                            retryable: true)
+        case .tlsFailure:
+            return JobError(.storageFailed, "the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
+        default:
+            return JobError(.storageFailed, "the upload to bucket \(bucket) failed: \(error.message)", retryable: error.retryable)
+        }
+    }
+
+    private static func hexByte(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF".unicodeScalars)
+        return String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 0x0F)])
+    }
+}
+
+fileprivate extension UInt8 {
+    /// `a-z` or `0-9`.
+    var isLowerAlnum: Bool { (0x61...0x7A).contains(self) || (0x30...0x39).contains(self) }
+    /// `0-9` or `a-f`.
+    var isLowerHex: Bool { (0x61...0x66).contains(self) || (0x30...0x39).contains(self) }
+}
