@@ -81,6 +81,8 @@ struct BrokerTLSTests {
                 let status = try TLSNode.run(script, ["start"], output: startLog, environment: [
                     "IFW_AMQP_PORT": "\(candidate)", "IFW_RABBIT_DIR": folder, "IFW_RABBIT_EXTRA_CONF": extra,
                     "IFW_RABBIT_OWNER_PID": "\(getpid())", "IFW_RABBIT_TIMEOUT": "90",
+                    // No management plugin: its listener would clash with the main test node's.
+                    "IFW_RABBIT_PLUGINS": "", "IFW_MGMT_PORT": "\(candidate + 10000)",
                 ])
                 if status == 0 { chosen = (candidate, tls); break }
                 if status != 98 {
