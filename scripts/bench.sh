@@ -39,6 +39,10 @@
 #   BENCH_HTTP_PORT     nginx port, default 18080
 #   BENCH_METRICS_PORT  the worker's /metrics port, default 19690
 #   BENCH_JOBS          job count for every scenario named without :JOBS
+#   BENCH_RESULTS       during (default): the driver consumes the results while the worker runs, as a
+#                       downstream consumer would; after: it only polls the results queue's depth during
+#                       the run (every 20 ms) and reads the results once the worker stopped, so the
+#                       broker does less work on the shared cores inside the counted window
 #   BENCH_NO_BUILD=1    use the existing release build
 #   BENCH_NO_DOCS=1     do not touch docs/benchmarks.md
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
@@ -81,6 +85,9 @@ done
 ((${#requested[@]} > 0)) || requested=(png32 slow256)
 COMMAND="scripts/bench.sh${*:+ $*}"
 [[ -n ${BENCH_JOBS:-} ]] && COMMAND="BENCH_JOBS=$BENCH_JOBS $COMMAND"
+RESULTS_MODE="${BENCH_RESULTS:-during}"
+[[ $RESULTS_MODE == during || $RESULTS_MODE == after ]] || die "BENCH_RESULTS must be during or after, got '$RESULTS_MODE'"
+[[ -n ${BENCH_RESULTS:-} ]] && COMMAND="BENCH_RESULTS=$BENCH_RESULTS $COMMAND"
 
 # --- Dependencies -------------------------------------------------------------------------------
 scripts/deps.sh
@@ -200,11 +207,15 @@ echo "versions: $VERSIONS"
 echo "origin: http://127.0.0.1:$HTTP_PORT/bench.png ($(stat -c %s "$WORK/www/bench.png") bytes)$([[ -f $WORK/www/bench.jpg ]] && echo ", /bench.jpg ($(stat -c %s "$WORK/www/bench.jpg") bytes)"); broker $AMQP_URL"
 
 # The JPEG origin's own throughput at concurrency 16, measured alone (before the worker runs).
+if command -v wrk >/dev/null 2>&1; then
+  ORIGIN_TOOL="wrk -t1 -c16 -d5s"
+else
+  ORIGIN_TOOL="curl --parallel-max 16, 800 requests"
+fi
 origin_rate() {
   local url="http://127.0.0.1:$HTTP_PORT/bench.jpg"
   if command -v wrk >/dev/null 2>&1; then
     wrk -t 1 -c 16 -d 5s "$url" 2>/dev/null | awk '/^Requests\/sec:/ {print $2}'
-    ORIGIN_TOOL="wrk -t1 -c16 -d5s"
   else
     local n=800 t0 t1
     t0="$(date +%s.%N)"
@@ -212,7 +223,6 @@ origin_rate() {
 output = \"/dev/null\"" | head -n $((2 * n)) | curl -s --parallel --parallel-max 16 -K - || true
     t1="$(date +%s.%N)"
     awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", n / (b - a)}'
-    ORIGIN_TOOL="curl --parallel-max 16, 800 requests"
   fi
 }
 
@@ -236,7 +246,6 @@ for spec in "${requested[@]}"; do
       printf '%s\t%s\t%s\t%s\t%s\n' jpeg16 skipped "no cjpeg" "—" "?" >>"$ROWS"
       continue
     fi
-    ORIGIN_TOOL=""
     rate="$(origin_rate)"
     say "the origin alone serves $rate JPEGs/s at concurrency 16 ($ORIGIN_TOOL)"
     extra=(--origin-rate "$rate" --origin-tool "$ORIGIN_TOOL")
@@ -247,7 +256,7 @@ for spec in "${requested[@]}"; do
     --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
     --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$ROWS" --markdown "$WORK/section-$name.md" \
     --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \
-    --command "$COMMAND" --versions "$VERSIONS"; then
+    --results "$RESULTS_MODE" --command "$COMMAND" --versions "$VERSIONS"; then
     :
   else
     failed+=("$name")

@@ -13,7 +13,7 @@ import Foundation
 //   image-fetch-bench run SCENARIO [options]        one scenario; options as in RunOptions:
 //       --jobs N --warmup-fraction F --worker PATH --amqp URL --fast-origin URL --png FILE --jpeg FILE
 //       --http-port P --work-dir DIR --rows FILE --markdown FILE --origin-rate R --origin-tool TEXT
-//       --watch NAME=PID[,PID…] --command TEXT --versions TEXT --stall-seconds S
+//       --watch NAME=PID[,PID…] --command TEXT --versions TEXT --stall-seconds S --results during|after
 //   image-fetch-bench list                          scenario names, default job counts and titles
 
 func fail(_ message: String) -> Never {
@@ -89,6 +89,9 @@ case "run":
         case "command": run.command = value
         case "versions": run.versions = value
         case "stall-seconds": run.stallSeconds = parse(value, "stall-seconds")
+        case "results":
+            guard value == "during" || value == "after" else { fail("--results during|after") }
+            run.consumeDuringRun = value == "during"
         default: fail("unknown option --\(key)")
         }
     }
