@@ -6,7 +6,7 @@
 #   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
 #   scripts/bench.sh all                  png32 slow256 slow1024 jpeg16 (not soak: it is long)
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
-#   scripts/bench.sh --list               the scenarios and their default job counts
+#   scripts/bench.sh --list               the scenario names
 #   make bench ARGS="png32 soak"          the same through make
 #
 # Scenarios (see Sources/image-fetch-bench/Scenario.swift):
@@ -59,7 +59,7 @@ METRICS_PORT="${BENCH_METRICS_PORT:-19690}"
 say() { echo "bench.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 all_names=(png32 slow256 slow1024 jpeg16 soak)
 requested=()
