@@ -53,6 +53,17 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The end-to-end benchmark driver that scripts/bench.sh runs (not a product; not shipped).
+        .executableTarget(
+            name: "image-fetch-bench",
+            dependencies: [
+                "ImageFetchWorker",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "ImageFetchWorkerTests",
             dependencies: ["ImageFetchWorker", "CShims", "CCurl", "CRabbitMQ"]

@@ -1,0 +1,141 @@
+import Dispatch
+import Foundation
+import ImageFetchWorker
+import Logging
+
+/// Consumes the results queue on its own ``BrokerSession`` (like the integration tests'
+/// QueueCollector), acks each message, and keeps only counts and the admission→result durations,
+/// so a million results cost a few megabytes. It marks two moments: the warm-up boundary (the
+/// `warmup`-th distinct result) and the last result; `onMark` runs on the channel queue at each, so
+/// readings taken there are as close to the result as possible.
+final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
+    // @unchecked Sendable: the mutable state is guarded by `lock`.
+    enum Mark: Sendable { case warmupDone, allDone }
+
+    private let lock = NSLock()
+    private let total: Int
+    private let warmup: Int
+    private let idPrefix: [UInt8]
+    private let onMark: @Sendable (Mark) -> Void
+    private var session: BrokerSession?
+
+    private var seen: [UInt64]
+    private(set) var distinct = 0
+    private(set) var ok = 0
+    private(set) var failed = 0
+    private(set) var duplicates = 0
+    private(set) var foreign = 0
+    private(set) var firstFailure: String?
+    /// duration_ms of each counted (post-warm-up) result.
+    private var durations: [Float] = []
+
+    init(configuration: WorkerConfiguration, total: Int, warmup: Int, idPrefix: String,
+         onMark: @escaping @Sendable (Mark) -> Void) throws {
+        self.total = total
+        self.warmup = warmup
+        self.idPrefix = Array(idPrefix.utf8)
+        self.onMark = onMark
+        self.seen = [UInt64](repeating: 0, count: total / 64 + 1)
+        durations.reserveCapacity(total - warmup)
+        var consumer = configuration
+        consumer.queue.jobs = configuration.queue.results
+        consumer.queue.declare = false
+        consumer.amqp.prefetch = 2000
+        let session = BrokerSession(configuration: consumer, logger: quietLogger("bench.results"), delegate: nil)
+        self.session = session
+        session.setDelegate(self)
+        try session.start(retrying: false)
+    }
+
+    func session(_ session: BrokerSession, didReceive delivery: Delivery) {
+        session.ackOnQueue(delivery)
+        let body = delivery.body
+        var mark: Mark?
+        lock.withLock {
+            guard let index = Self.index(in: body, prefix: idPrefix), index < total else {
+                foreign += 1
+                return
+            }
+            let word = index / 64
+            let bit = UInt64(1) << UInt64(index % 64)
+            if seen[word] & bit != 0 {
+                duplicates += 1
+                return
+            }
+            seen[word] |= bit
+            distinct += 1
+            if Self.find(body, Array(#""status":"ok""#.utf8)) != nil {
+                ok += 1
+            } else {
+                failed += 1
+                if firstFailure == nil { firstFailure = String(decoding: body, as: UTF8.self) }
+            }
+            if distinct > warmup, let duration = Self.number(in: body, after: Array(#""duration_ms":"#.utf8)) {
+                durations.append(Float(duration))
+            }
+            if distinct == warmup { mark = .warmupDone }
+            if distinct == total { mark = .allDone }
+        }
+        if let mark { onMark(mark) }
+    }
+
+    func session(_ session: BrokerSession, didConnect epoch: UInt64) {}
+    func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+        FileHandle.standardError.write(Data("bench: the results consumer lost its connection: \(error)\n".utf8))
+    }
+    func session(_ session: BrokerSession, blocked: Bool) {}
+
+    var snapshot: (distinct: Int, ok: Int, failed: Int, duplicates: Int, foreign: Int, firstFailure: String?) {
+        lock.withLock { (distinct, ok, failed, duplicates, foreign, firstFailure) }
+    }
+
+    /// The admission→result durations of the counted results, sorted (milliseconds).
+    func sortedDurations() -> [Float] {
+        lock.withLock { durations.sorted() }
+    }
+
+    func close() { session?.close() }
+
+    // MARK: - Scanning the result JSON without decoding it
+
+    /// The N of `"id":"PREFIXN"`.
+    private static func index(in body: [UInt8], prefix: [UInt8]) -> Int? {
+        guard let start = find(body, Array(#""id":""#.utf8)) else { return nil }
+        var i = start
+        for byte in prefix {
+            guard i < body.count, body[i] == byte else { return nil }
+            i += 1
+        }
+        var value = 0
+        var digits = 0
+        while i < body.count, body[i] >= 48, body[i] <= 57 {
+            value = value * 10 + Int(body[i] - 48)
+            i += 1
+            digits += 1
+        }
+        return digits > 0 && i < body.count && body[i] == UInt8(ascii: "\"") ? value : nil
+    }
+
+    private static func number(in body: [UInt8], after key: [UInt8]) -> Double? {
+        guard var i = find(body, key) else { return nil }
+        let start = i
+        while i < body.count, body[i] != UInt8(ascii: ","), body[i] != UInt8(ascii: "}") { i += 1 }
+        return Double(String(decoding: body[start..<i], as: UTF8.self))
+    }
+
+    /// The index just past the first occurrence of `needle`.
+    static func find(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
+        guard needle.count <= haystack.count else { return nil }
+        var i = 0
+        let last = haystack.count - needle.count
+        while i <= last {
+            if haystack[i] == needle[0] {
+                var j = 1
+                while j < needle.count, haystack[i + j] == needle[j] { j += 1 }
+                if j == needle.count { return i + needle.count }
+            }
+            i += 1
+        }
+        return nil
+    }
+}

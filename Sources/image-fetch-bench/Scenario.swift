@@ -1,0 +1,40 @@
+/// The end-to-end scenarios of issues 2 and 6. The same job (one URL) and origin for every run.
+struct Scenario: Sendable {
+    enum Origin: Sendable {
+        /// nginx on 127.0.0.1 serving the 12 KB PNG.
+        case fastPNG
+        /// nginx serving the 3 MB JPEG.
+        case fastJPEG
+        /// The driver's own origin: the 12 KB PNG after 100 ms.
+        case slowPNG
+    }
+
+    let name: String
+    let title: String
+    let concurrency: Int
+    let defaultJobs: Int
+    let origin: Origin
+
+    /// The slow origin's delay.
+    static let slowDelayMilliseconds: Int64 = 100
+
+    static let all: [Scenario] = [
+        Scenario(name: "png32", title: "12 KB PNG, fast origin (nginx), concurrency 32",
+                 concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
+        Scenario(name: "slow256", title: "100 ms origin, concurrency 256",
+                 concurrency: 256, defaultJobs: 30_000, origin: .slowPNG),
+        Scenario(name: "slow1024", title: "100 ms origin, concurrency 1,024",
+                 concurrency: 1024, defaultJobs: 80_000, origin: .slowPNG),
+        Scenario(name: "jpeg16", title: "3 MB JPEG, fast origin (nginx), concurrency 16",
+                 concurrency: 16, defaultJobs: 6_000, origin: .fastJPEG),
+        Scenario(name: "soak", title: "1,000,000 small jobs (12 KB PNG, fast origin, concurrency 32), RSS each second",
+                 concurrency: 32, defaultJobs: 1_000_000, origin: .fastPNG),
+    ]
+
+    static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
+
+    /// The ideal rate against the slow origin: concurrency ÷ latency.
+    var idealRate: Double? {
+        origin == .slowPNG ? Double(concurrency) / (Double(Self.slowDelayMilliseconds) / 1000) : nil
+    }
+}

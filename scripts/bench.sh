@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# End-to-end benchmarks of the worker (issues 2 and 6). Repeatable: same job, same origin, same
+# images for every run; only the machine's load differs, and each run records it.
+#
+#   scripts/bench.sh                      png32 and slow256 (issue 2's (a) and (b))
+#   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
+#   scripts/bench.sh all                  png32 slow256 slow1024 jpeg16 (not soak: it is long)
+#   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
+#   scripts/bench.sh --list               the scenario names
+#   make bench ARGS="png32 soak"          the same through make
+#
+# Scenarios (see Sources/image-fetch-bench/Scenario.swift):
+#   png32     12 KB PNG from nginx, concurrency 32, 100,000 jobs   msgs/s, CPU µs/msg, peak RSS
+#   slow256   100 ms origin, concurrency 256, 30,000 jobs         efficiency = rate ÷ 2,560/s
+#   slow1024  100 ms origin, concurrency 1,024, 80,000 jobs       msgs/s, peak RSS, threads
+#   jpeg16    3 MB JPEG from nginx, concurrency 16, 6,000 jobs    rate ÷ the origin's own rate (wrk)
+#   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
+#
+# What it does: installs what is missing (scripts/deps.sh, plus wrk and cjpeg for the benchmark
+# only), builds the release binaries (`swift build -c release`: the worker and the driver
+# image-fetch-bench), starts a RabbitMQ node of its own (port BENCH_AMQP_PORT, data in a temporary
+# folder) and an nginx origin on 127.0.0.1 (generated nginx.conf, one worker process), writes the
+# images (a real 12 KB PNG, and a 3 MB JPEG made by cjpeg from seeded noise), and runs the driver
+# once per scenario. The driver publishes all the jobs with confirms before it starts the worker,
+# runs the 100 ms origin itself (SwiftNIO, one thread), consumes the results, lets the first 5 %
+# of the jobs warm up uncounted, then measures from the warm-up's last result to the run's last
+# result: messages/s, the worker's CPU (user+sys of the whole process from /proc/PID/stat) per
+# message, peak RSS (VmHWM), the most threads seen (sampled every 100 ms), delivery→ack p50/p99 from
+# the worker's /metrics histogram (the counted window only), admission→result p50/p99 from the
+# results' duration_ms, and the broker's and origin's CPU. Every run ends with SIGTERM and checks
+# that every job gave exactly one ok result and the worker exited 0. Everything is stopped and the
+# temporary folder removed on exit (also on Ctrl-C).
+#
+# Output: per scenario a block of figures, then a summary table (figure, value, target, met), and
+# docs/benchmarks.md gets each scenario's section replaced (between its <!-- bench:NAME --> markers).
+#
+# Environment:
+#   BENCH_AMQP_PORT     RabbitMQ port, default 5699 (127.0.0.1; the node is ifw-PORT, its own)
+#   BENCH_HTTP_PORT     nginx port, default 18080
+#   BENCH_METRICS_PORT  the worker's /metrics port, default 19690
+#   BENCH_JOBS          job count for every scenario named without :JOBS
+#   BENCH_RESULTS       during (default): the driver consumes the results while the worker runs, as a
+#                       downstream consumer would; after: it only polls the results queue's depth during
+#                       the run (every 20 ms) and reads the results once the worker stopped, so the
+#                       broker does less work on the shared cores inside the counted window
+#   BENCH_NO_BUILD=1    use the existing release build
+#   BENCH_NO_DOCS=1     do not touch docs/benchmarks.md
+#   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
+#
+# The machine's other load shows in the figures: each section records the load average at the start
+# and end and how busy the machine was during the counted window. Compare runs on a quiet machine.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+AMQP_PORT="${BENCH_AMQP_PORT:-5699}"
+HTTP_PORT="${BENCH_HTTP_PORT:-18080}"
+METRICS_PORT="${BENCH_METRICS_PORT:-19690}"
+say() { echo "bench.sh: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
+
+all_names=(png32 slow256 slow1024 jpeg16 soak)
+requested=()
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help) usage; exit 0 ;;
+    --list)
+      for n in "${all_names[@]}"; do echo "$n"; done
+      exit 0
+      ;;
+    all) requested+=(png32 slow256 slow1024 jpeg16) ;;
+    *)
+      name="${arg%%:*}"
+      [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
+      if [[ $arg == *:* ]]; then
+        jobs="${arg#*:}"
+        [[ $jobs =~ ^[0-9]+$ ]] || die "'$arg': the job count after ':' must be a number"
+      fi
+      requested+=("$arg")
+      ;;
+  esac
+done
+((${#requested[@]} > 0)) || requested=(png32 slow256)
+COMMAND="scripts/bench.sh${*:+ $*}"
+[[ -n ${BENCH_JOBS:-} ]] && COMMAND="BENCH_JOBS=$BENCH_JOBS $COMMAND"
+RESULTS_MODE="${BENCH_RESULTS:-during}"
+[[ $RESULTS_MODE == during || $RESULTS_MODE == after ]] || die "BENCH_RESULTS must be during or after, got '$RESULTS_MODE'"
+[[ -n ${BENCH_RESULTS:-} ]] && COMMAND="BENCH_RESULTS=$BENCH_RESULTS $COMMAND"
+
+# --- Dependencies -------------------------------------------------------------------------------
+scripts/deps.sh
+# The benchmark's own tools, not needed to build or test: wrk (the JPEG origin's own rate) and
+# cjpeg (libjpeg-turbo-progs, to make the 3 MB JPEG). Without them jpeg16 falls back to curl, or
+# is skipped.
+bench_packages=()
+command -v wrk >/dev/null 2>&1 || bench_packages+=(wrk)
+command -v cjpeg >/dev/null 2>&1 || bench_packages+=(libjpeg-turbo-progs)
+if ((${#bench_packages[@]} > 0)); then
+  sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
+  say "installing ${bench_packages[*]} (benchmark tools only)"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${bench_packages[@]}" >/dev/null 2>&1 ||
+    { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 &&
+      "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${bench_packages[@]}" >/dev/null 2>&1; } ||
+    say "could not install ${bench_packages[*]}; continuing without"
+fi
+
+# 1,024 connections to the origin plus the broker's and the results' sockets.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# --- Build --------------------------------------------------------------------------------------
+if [[ -z ${BENCH_NO_BUILD:-} ]]; then
+  say "building the release binaries (swift build -c release)"
+  swift build -c release
+fi
+BIN="$(swift build -c release --show-bin-path)"
+[[ -x $BIN/image-fetch-worker && -x $BIN/image-fetch-bench ]] || die "no release build in $BIN"
+
+# --- Temporary folder, and cleanup of everything this script starts ------------------------------
+WORK="$(mktemp -d /tmp/ifw-bench.XXXXXX)"
+chmod 0755 "$WORK" # the rabbitmq user and nginx's worker (nobody) must reach their folders
+NGINX_PID_FILE="$WORK/nginx/nginx.pid"
+rabbit() { IFW_AMQP_PORT="$AMQP_PORT" IFW_RABBIT_DIR="$WORK/rabbitmq" scripts/rabbitmq.sh "$@"; }
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  if [[ -s $NGINX_PID_FILE ]]; then
+    kill -QUIT "$(cat "$NGINX_PID_FILE")" 2>/dev/null || true
+  fi
+  if [[ -d $WORK/rabbitmq ]]; then
+    rabbit stop >/dev/null 2>&1 || true
+  fi
+  if [[ -n ${BENCH_KEEP:-} ]]; then
+    say "kept $WORK"
+  else
+    rm -rf "$WORK" 2>/dev/null || { [[ $(id -u) -eq 0 ]] || sudo -n rm -rf "$WORK"; } 2>/dev/null || true
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- Images -------------------------------------------------------------------------------------
+"$BIN/image-fetch-bench" images "$WORK/www"
+if command -v cjpeg >/dev/null 2>&1; then
+  cjpeg -quality 92 "$WORK/www/noise.ppm" >"$WORK/www/bench.jpg"
+fi
+rm -f "$WORK/www/noise.ppm"
+chmod -R a+rX "$WORK/www"
+
+# --- nginx origin -------------------------------------------------------------------------------
+mkdir -p "$WORK/nginx/tmp"
+cat >"$WORK/nginx/nginx.conf" <<EOF
+# Generated by scripts/bench.sh.
+worker_processes 1;
+pid $NGINX_PID_FILE;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_requests 100000000;
+    keepalive_timeout 300s;
+    open_file_cache max=16 inactive=300s;
+    types { image/png png; image/jpeg jpg; }
+    default_type application/octet-stream;
+    client_body_temp_path $WORK/nginx/tmp/body;
+    proxy_temp_path $WORK/nginx/tmp/proxy;
+    fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+    uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+    scgi_temp_path $WORK/nginx/tmp/scgi;
+    server {
+        listen 127.0.0.1:$HTTP_PORT backlog=4096;
+        root $WORK/www;
+    }
+}
+EOF
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+"$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" ||
+  die "nginx did not start (port $HTTP_PORT taken? set BENCH_HTTP_PORT)"
+for _ in $(seq 1 50); do [[ -s $NGINX_PID_FILE ]] && break; sleep 0.1; done
+curl -fsS -o /dev/null "http://127.0.0.1:$HTTP_PORT/bench.png" || die "nginx does not serve the PNG"
+nginx_pids="$(cat "$NGINX_PID_FILE")"
+for p in $(pgrep -P "$(cat "$NGINX_PID_FILE")" || true); do nginx_pids+=",$p"; done
+
+# --- RabbitMQ -----------------------------------------------------------------------------------
+rabbit start
+rabbit_pid="$(rabbit pid)"
+AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2F"
+
+# --- What this run is made of --------------------------------------------------------------------
+cores="$(nproc)"
+v_swift="$(swift --version 2>&1 | grep -m1 -o 'Swift version [^ ]*' || echo '?')"
+v_rabbit="RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?'), Erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null || echo '?')"
+v_amqp="rabbitmq-c $(pkg-config --modversion librabbitmq 2>/dev/null || echo '?')"
+v_curl="libcurl $(pkg-config --modversion libcurl 2>/dev/null || echo '?')"
+v_nginx="$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')"
+v_wrk="wrk: none"
+command -v wrk >/dev/null && v_wrk="$({ wrk -v 2>&1 || true; } | grep -m1 -o 'wrk [^ ]*' || echo 'wrk ?')"
+VERSIONS="$v_swift; $v_rabbit; $v_amqp; $v_curl; $v_nginx; $v_wrk; $(uname -sr)"
+echo "machine: $cores cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "versions: $VERSIONS"
+echo "origin: http://127.0.0.1:$HTTP_PORT/bench.png ($(stat -c %s "$WORK/www/bench.png") bytes)$([[ -f $WORK/www/bench.jpg ]] && echo ", /bench.jpg ($(stat -c %s "$WORK/www/bench.jpg") bytes)"); broker $AMQP_URL"
+
+# The JPEG origin's own throughput at concurrency 16, measured alone (before the worker runs).
+if command -v wrk >/dev/null 2>&1; then
+  ORIGIN_TOOL="wrk -t1 -c16 -d5s"
+else
+  ORIGIN_TOOL="curl --parallel-max 16, 800 requests"
+fi
+origin_rate() {
+  local url="http://127.0.0.1:$HTTP_PORT/bench.jpg"
+  if command -v wrk >/dev/null 2>&1; then
+    wrk -t 1 -c 16 -d 5s "$url" 2>/dev/null | awk '/^Requests\/sec:/ {print $2}'
+  else
+    local n=800 t0 t1
+    t0="$(date +%s.%N)"
+    yes "url = \"$url\"
+output = \"/dev/null\"" | head -n $((2 * n)) | curl -s --parallel --parallel-max 16 -K - || true
+    t1="$(date +%s.%N)"
+    awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", n / (b - a)}'
+  fi
+}
+
+# --- Scenarios ----------------------------------------------------------------------------------
+ROWS="$WORK/rows.tsv"
+: >"$ROWS"
+failed=()
+ran=()
+for spec in "${requested[@]}"; do
+  name="${spec%%:*}"
+  jobs_args=()
+  if [[ $spec == *:* ]]; then
+    jobs_args=(--jobs "${spec#*:}")
+  elif [[ -n ${BENCH_JOBS:-} ]]; then
+    jobs_args=(--jobs "$BENCH_JOBS")
+  fi
+  extra=()
+  if [[ $name == jpeg16 ]]; then
+    if [[ ! -f $WORK/www/bench.jpg ]]; then
+      say "jpeg16 skipped: no cjpeg to make the JPEG (apt-get install libjpeg-turbo-progs)"
+      printf '%s\t%s\t%s\t%s\t%s\n' jpeg16 skipped "no cjpeg" "—" "?" >>"$ROWS"
+      continue
+    fi
+    rate="$(origin_rate)"
+    say "the origin alone serves $rate JPEGs/s at concurrency 16 ($ORIGIN_TOOL)"
+    extra=(--origin-rate "$rate" --origin-tool "$ORIGIN_TOOL")
+  fi
+  say "scenario $spec (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  if "$BIN/image-fetch-bench" run "$name" "${jobs_args[@]}" "${extra[@]}" \
+    --worker "$BIN/image-fetch-worker" --amqp "$AMQP_URL" \
+    --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
+    --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$ROWS" --markdown "$WORK/section-$name.md" \
+    --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \
+    --results "$RESULTS_MODE" --command "$COMMAND" --versions "$VERSIONS"; then
+    :
+  else
+    failed+=("$name")
+  fi
+  [[ -f $WORK/section-$name.md ]] && ran+=("$name")
+done
+
+# --- Summary ------------------------------------------------------------------------------------
+echo
+echo "Summary ($cores cores, load average now $(cut -d' ' -f1-3 /proc/loadavg); $v_swift)"
+{
+  printf 'scenario\tfigure\tvalue\ttarget\tmet\n'
+  cat "$ROWS"
+} | column -t -s $'\t'
+
+# --- docs/benchmarks.md ---------------------------------------------------------------------------
+DOC="$ROOT/docs/benchmarks.md"
+if [[ -z ${BENCH_NO_DOCS:-} && ${#ran[@]} -gt 0 ]]; then
+  [[ -f $DOC ]] || printf '# Benchmarks\n\n<!-- bench:end -->\n' >"$DOC"
+  for name in "${ran[@]}"; do
+    section="$WORK/section-$name.md"
+    if grep -q "^<!-- bench:$name -->\$" "$DOC"; then
+      # Replace what is between the scenario's markers.
+      awk -v name="$name" -v file="$section" '
+        $0 == "<!-- bench:" name " -->" { print; while ((getline line < file) > 0) print line; skip = 1; next }
+        $0 == "<!-- /bench:" name " -->" { skip = 0 }
+        !skip { print }' "$DOC" >"$DOC.tmp"
+    else
+      # A new scenario goes before <!-- bench:end -->, or at the end.
+      awk -v name="$name" -v file="$section" '
+        function emit() { print "<!-- bench:" name " -->"; while ((getline line < file) > 0) print line; print "<!-- /bench:" name " -->"; print ""; done = 1 }
+        $0 == "<!-- bench:end -->" && !done { emit() }
+        { print }
+        END { if (!done) emit() }' "$DOC" >"$DOC.tmp"
+    fi
+    mv "$DOC.tmp" "$DOC"
+  done
+  say "updated docs/benchmarks.md (${ran[*]})"
+fi
+
+if ((${#failed[@]} > 0)); then
+  say "failed: ${failed[*]} (see the lines above; BENCH_KEEP=1 keeps the worker logs)"
+  exit 1
+fi
