@@ -120,7 +120,9 @@ final class Runner: @unchecked Sendable {
         let publishStart = DispatchTime.now().uptimeNanoseconds
         let publisher = try JobPublisher(configuration: configuration, logger: quietLogger("bench.publisher"))
         let prefix = "\(runID)-"
-        let confirmed = publisher.publish(bodies: (0..<jobs).lazy.map { JobPublisher.jobBody(id: prefix + String($0), url: url) })
+        // Each job names its own storage key, so every job writes a new file: with one origin
+        // image, content addressing would otherwise find the file already there and skip the write.
+        let confirmed = publisher.publish(bodies: (0..<jobs).lazy.map { JobPublisher.jobBody(id: prefix + String($0), url: url, key: "bench/\(runID)/\($0 / 1000)/\($0)") })
         publisher.close()
         let publishSeconds = Double(DispatchTime.now().uptimeNanoseconds - publishStart) / 1e9
         guard confirmed == jobs else { throw BenchError("only \(confirmed) of \(jobs) jobs were confirmed by the broker") }

@@ -105,6 +105,25 @@ fileprivate extension ImageSink {
         #expect(listTree(folder.path) == ["images/5e/\(Self.sha).png"])
     }
 
+    @Test func anExistingContentAddressedFileIsNotWrittenAgain() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false)
+        let path = try #require(try await sink.store(request(key: nil)).get().location).dropFirst("file://".count)
+        var first = stat()
+        #expect(stat(String(path), &first) == 0)
+        let again = try await sink.store(request(key: nil)).get()
+        var second = stat()
+        #expect(stat(String(path), &second) == 0)
+        #expect(again.location == "file://" + path)
+        #expect(first.st_ino == second.st_ino, "a rewrite renames a new inode into place")
+
+        // A truncated file under the name (not written by the sink) is replaced.
+        #expect(truncate(String(path), 10) == 0)
+        _ = try await sink.store(request(key: nil)).get()
+        #expect(readFile(String(path)) == Self.body)
+    }
+
     @Test(arguments: [true, false])
     func storesUnderSanitisedKey(fsync: Bool) async throws {
         let folder = TemporaryFolder()

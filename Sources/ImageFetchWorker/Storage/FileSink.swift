@@ -54,11 +54,17 @@ public final class FileSink: ImageSink {
         let key = request.resolvedKey
         let lane = lanes[Int(FileSink.fnv1a(key) % UInt64(lanes.count))]
         lane.async { [root, fsync] in
+            let contentAddressed = key == StorageKey.contentAddressed(sha256: request.sha256, format: request.info.format)
             // The digest becomes a path when there is no usable key hint: accept only hex there.
-            if key == StorageKey.contentAddressed(sha256: request.sha256, format: request.info.format),
-                request.sha256.isEmpty || !request.sha256.utf8.allSatisfy(FileSink.isLowercaseHex)
-            {
+            if contentAddressed, request.sha256.isEmpty || !request.sha256.utf8.allSatisfy(FileSink.isLowercaseHex) {
                 completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
+                return
+            }
+            // A content address names its bytes: when the file is already there (a redelivery, or
+            // the same image from another URL), it holds these bytes, so it is not written again.
+            // Files only ever appear under their final name complete (temporary file + rename).
+            if contentAddressed, FileSink.existingFileSize(root + "/" + key) == request.body.count {
+                completion(.success(StoredObject(location: "file://" + root + "/" + key)))
                 return
             }
             completion(FileSink.write(request.body, key: key, root: root, fsync: fsync))
@@ -68,6 +74,13 @@ public final class FileSink: ImageSink {
     // MARK: - Writing
 
     /// Writes `body` to `<root>/<key>` atomically; runs on a lane.
+    /// The size of the regular file at `path`, or nil when there is none.
+    fileprivate static func existingFileSize(_ path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int(info.st_size)
+    }
+
     fileprivate static func write(
         _ body: [UInt8],
         key: String,
