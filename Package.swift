@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .executable(name: "image-fetch-worker", targets: ["image-fetch-worker"]),
         .library(name: "ImageFetchWorker", targets: ["ImageFetchWorker"]),
+        // Fixture images for the tests and the Benchmarks/ package; not needed to run the worker.
+        .library(name: "ImageSamples", targets: ["ImageSamples"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
@@ -46,6 +48,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .target(name: "ImageSamples"),
         .executableTarget(
             name: "image-fetch-worker",
             dependencies: [
@@ -66,7 +69,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ImageFetchWorkerTests",
-            dependencies: ["ImageFetchWorker", "CShims", "CCurl", "CRabbitMQ"]
+            dependencies: ["ImageFetchWorker", "ImageSamples", "CShims", "CCurl", "CRabbitMQ"]
         ),
         .testTarget(
             name: "IntegrationTests",

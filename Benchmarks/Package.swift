@@ -21,6 +21,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "package-benchmark"),
                 .product(name: "ImageFetchWorker", package: "image-fetch-worker"),
+                .product(name: "ImageSamples", package: "image-fetch-worker"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Benchmarks/WorkerBenchmarks",

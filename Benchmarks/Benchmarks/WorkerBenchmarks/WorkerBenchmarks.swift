@@ -3,6 +3,7 @@ import Crypto
 import Dispatch
 import Foundation
 import ImageFetchWorker
+import ImageSamples
 
 // The per-job pieces of the worker's hot path, each alone: decoding a job, encoding a result,
 // sniffing an image header, hashing a body and writing it to the file sink (fsync off, as in the
@@ -55,14 +56,14 @@ let benchmarks: @Sendable () -> Void = {
     // MARK: Header sniffing, per format
 
     let samples: [(String, [UInt8])] = [
-        ("png", Samples.png(width: 64, height: 64)),
-        ("jpeg", Samples.jpeg(width: 1920, height: 1080)),
-        ("gif", Samples.gif(width: 320, height: 200)),
-        ("webp", Samples.webpExtended(width: 800, height: 600)),
-        ("bmp", Samples.bmpInfo(width: 16, height: 16)),
-        ("tiff", Samples.tiff(width: 16, height: 16, bigEndian: false, longDimensions: true, ifdLast: true)),
-        ("avif", Samples.avif(width: 1024, height: 768)),
-        ("heic", Samples.heic(width: 4032, height: 3024)),
+        ("png", ImageSamples.png(width: 64, height: 64)),
+        ("jpeg", ImageSamples.jpeg(width: 1920, height: 1080)),
+        ("gif", ImageSamples.gif(width: 320, height: 200)),
+        ("webp", ImageSamples.webpExtended(width: 800, height: 600)),
+        ("bmp", ImageSamples.bmpInfo(width: 16, height: 16)),
+        ("tiff", ImageSamples.tiff(width: 16, height: 16, bigEndian: false, longDimensions: true, ifdLast: true)),
+        ("avif", ImageSamples.avif(width: 1024, height: 768)),
+        ("heic", ImageSamples.heic(width: 4032, height: 3024)),
     ]
     for (name, bytes) in samples {
         precondition({ if case .image = ImageSniffer.inspect(bytes) { true } else { false } }(), "\(name) sample not recognised")
@@ -89,7 +90,7 @@ let benchmarks: @Sendable () -> Void = {
 
     let root = NSTemporaryDirectory() + "ifw-sink-bench-\(getpid())"
     let sink = try! FileSink(root: root, fsync: false, lanes: 4)
-    let png = Samples.png(width: 64, height: 64) + [UInt8](repeating: 0x55, count: 12 * 1024 - 500)
+    let png = ImageSamples.png(width: 64, height: 64) + [UInt8](repeating: 0x55, count: 12 * 1024 - 500)
     let digest = SHA256.hash(data: png).map { String(format: "%02x", $0) }.joined()
     let request = StorageRequest(body: png, sha256: digest, info: ImageInfo(format: .png, width: 64, height: 64),
                                  keyHint: nil, jobID: "bench", sourceURL: "http://127.0.0.1/bench.png")

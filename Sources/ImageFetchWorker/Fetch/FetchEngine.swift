@@ -9,7 +9,7 @@ import Darwin
 #endif
 
 /// Runs HTTP transfers on libcurl's multi interface, all driven by one event loop on one serial
-/// fetch queue: no thread per fetch, no blocking `curl_easy_perform`.
+/// fetch queue: no thread per fetch, no blocking easy-interface transfer.
 ///
 /// Easy handles are pooled and reused, and the multi handle keeps a connection cache, so
 /// repeated fetches from one origin reuse their keep-alive connections. Every new connection

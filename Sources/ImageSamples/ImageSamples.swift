@@ -1,28 +1,27 @@
-// Sample images for the sniffer benchmarks: the same well-formed minimal files the unit tests build
-// (copied from Tests/ImageFetchWorkerTests/ImageSnifferTests.swift, which keeps them fileprivate).
+/// Small but well-formed image files, built byte by byte, for the tests and the benchmarks:
+/// one of each format the sniffer knows (PNG with real CRCs, JPEG, GIF, WebP lossy/lossless/extended,
+/// BMP, TIFF, AVIF, HEIC), with the dimensions asked for.
+public enum ImageSamples {
+    public static func be16(_ v: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)] }
+    public static func le16(_ v: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)] }
+    public static func be32(_ v: Int) -> [UInt8] { be16(v >> 16) + be16(v) }
+    public static func le32(_ v: Int) -> [UInt8] { le16(v) + le16(v >> 16) }
+    public static func le24(_ v: Int) -> [UInt8] { Array(le32(v).prefix(3)) }
+    public static func ascii(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-/// Builds small but well-formed image files for the tests.
-enum Samples {
-    static func be16(_ v: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: v >> 8), UInt8(truncatingIfNeeded: v)] }
-    static func le16(_ v: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)] }
-    static func be32(_ v: Int) -> [UInt8] { be16(v >> 16) + be16(v) }
-    static func le32(_ v: Int) -> [UInt8] { le16(v) + le16(v >> 16) }
-    static func le24(_ v: Int) -> [UInt8] { Array(le32(v).prefix(3)) }
-    static func ascii(_ s: String) -> [UInt8] { Array(s.utf8) }
-
-    static let crcTable: [UInt32] = (0..<256).map { n -> UInt32 in
+    public static let crcTable: [UInt32] = (0..<256).map { n -> UInt32 in
         var c = UInt32(n)
         for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
         return c
     }
 
-    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+    public static func crc32(_ bytes: [UInt8]) -> UInt32 {
         var c: UInt32 = 0xFFFF_FFFF
         for b in bytes { c = crcTable[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
         return c ^ 0xFFFF_FFFF
     }
 
-    static func adler32(_ bytes: [UInt8]) -> UInt32 {
+    public static func adler32(_ bytes: [UInt8]) -> UInt32 {
         var a: UInt32 = 1
         var b: UInt32 = 0
         for x in bytes {
@@ -32,13 +31,13 @@ enum Samples {
         return b << 16 | a
     }
 
-    static func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+    public static func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
         let typed = ascii(type) + data
         return be32(data.count) + typed + be32(Int(crc32(typed)))
     }
 
     /// A real grayscale PNG: IHDR, one stored-deflate IDAT with correct Adler-32, IEND, correct CRCs.
-    static func png(width: Int, height: Int) -> [UInt8] {
+    public static func png(width: Int, height: Int) -> [UInt8] {
         var raw: [UInt8] = []
         for _ in 0..<height { raw += [0] + [UInt8](repeating: 0x80, count: width) }  // filter 0 + pixels
         precondition(raw.count < 65_535)
@@ -49,13 +48,13 @@ enum Samples {
             + pngChunk("IEND", [])
     }
 
-    static func jpegSegment(_ marker: UInt8, _ payload: [UInt8]) -> [UInt8] {
+    public static func jpegSegment(_ marker: UInt8, _ payload: [UInt8]) -> [UInt8] {
         [0xFF, marker] + be16(payload.count + 2) + payload
     }
 
     /// A baseline JPEG: SOI, APP0 JFIF, DQT, SOF0 (3 components), DHT, SOS, entropy bytes, EOI.
     /// `beforeFrame` is inserted between DQT and SOF; `sof` picks the frame marker.
-    static func jpeg(width: Int, height: Int, sof: UInt8 = 0xC0, beforeFrame: [UInt8] = []) -> [UInt8] {
+    public static func jpeg(width: Int, height: Int, sof: UInt8 = 0xC0, beforeFrame: [UInt8] = []) -> [UInt8] {
         let app0 = jpegSegment(0xE0, ascii("JFIF") + [0, 1, 1, 0] + be16(1) + be16(1) + [0, 0])
         let dqt = jpegSegment(0xDB, [0x00] + [UInt8](repeating: 1, count: 64))
         let frame = jpegSegment(sof, [8] + be16(height) + be16(width) + [3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1])
@@ -65,20 +64,20 @@ enum Samples {
     }
 
     /// A real 1×1 GIF87a/89a (two-colour palette, one LZW-coded pixel), with the screen size given.
-    static func gif(width: Int, height: Int, version: String = "89a") -> [UInt8] {
+    public static func gif(width: Int, height: Int, version: String = "89a") -> [UInt8] {
         ascii("GIF" + version) + le16(width) + le16(height) + [0x80, 0, 0] + [0xFF, 0xFF, 0xFF, 0, 0, 0]
             + [0x2C] + le16(0) + le16(0) + le16(1) + le16(1) + [0] + [2, 2, 0x44, 0x01, 0] + [0x3B]
     }
 
-    static func riff(_ chunks: [UInt8]) -> [UInt8] {
+    public static func riff(_ chunks: [UInt8]) -> [UInt8] {
         ascii("RIFF") + le32(chunks.count + 4) + ascii("WEBP") + chunks
     }
 
-    static func riffChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+    public static func riffChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
         ascii(type) + le32(data.count) + data + (data.count % 2 == 1 ? [0] : [])
     }
 
-    static func vp8Chunk(width: Int, height: Int) -> [UInt8] {
+    public static func vp8Chunk(width: Int, height: Int) -> [UInt8] {
         // Frame tag: key frame, version 0, shown, first partition 16 bytes; start code; sizes with scale.
         let tag: [UInt8] = [0x10 | (16 & 7) << 5, UInt8((16 >> 3) & 0xFF), 0]
         let data = tag + [0x9D, 0x01, 0x2A] + le16(width | 1 << 14) + le16(height | 2 << 14)
@@ -86,20 +85,20 @@ enum Samples {
         return riffChunk("VP8 ", data)
     }
 
-    static func webpLossy(width: Int, height: Int) -> [UInt8] { riff(vp8Chunk(width: width, height: height)) }
+    public static func webpLossy(width: Int, height: Int) -> [UInt8] { riff(vp8Chunk(width: width, height: height)) }
 
-    static func webpLossless(width: Int, height: Int) -> [UInt8] {
+    public static func webpLossless(width: Int, height: Int) -> [UInt8] {
         let bits = (width - 1) | (height - 1) << 14 | 1 << 28  // alpha hint, version 0
         return riff(riffChunk("VP8L", [0x2F] + le32(bits) + [0, 0, 0]))
     }
 
-    static func webpExtended(width: Int, height: Int) -> [UInt8] {
+    public static func webpExtended(width: Int, height: Int) -> [UInt8] {
         let vp8x = riffChunk("VP8X", [0x10, 0, 0, 0] + le24(width - 1) + le24(height - 1))
         return riff(vp8x + riffChunk("ALPH", [0, 0]) + vp8Chunk(width: width, height: height))
     }
 
     /// A 24-bit BMP with a BITMAPCOREHEADER (12 bytes).
-    static func bmpCore(width: Int, height: Int) -> [UInt8] {
+    public static func bmpCore(width: Int, height: Int) -> [UInt8] {
         let rowBytes = (width * 3 + 3) / 4 * 4
         let pixels = [UInt8](repeating: 0x7F, count: rowBytes * height)
         let header = le32(12) + le16(width) + le16(height) + le16(1) + le16(24)
@@ -108,7 +107,7 @@ enum Samples {
     }
 
     /// A 24-bit BMP with a BITMAPINFOHEADER (40 bytes); a negative height is a top-down bitmap.
-    static func bmpInfo(width: Int, height: Int) -> [UInt8] {
+    public static func bmpInfo(width: Int, height: Int) -> [UInt8] {
         let rowBytes = (width * 3 + 3) / 4 * 4
         let pixels = [UInt8](repeating: 0x7F, count: rowBytes * abs(height))
         let header = le32(40) + le32(width) + le32(height) + le16(1) + le16(24) + le32(0) + le32(pixels.count)
@@ -119,7 +118,7 @@ enum Samples {
 
     /// An 8-bit grayscale, uncompressed, single-strip TIFF. Dimensions are SHORT or LONG; the IFD
     /// comes after the pixels when `ifdLast`.
-    static func tiff(width: Int, height: Int, bigEndian: Bool, longDimensions: Bool, ifdLast: Bool) -> [UInt8] {
+    public static func tiff(width: Int, height: Int, bigEndian: Bool, longDimensions: Bool, ifdLast: Bool) -> [UInt8] {
         let u16 = bigEndian ? be16 : le16
         let u32 = bigEndian ? be32 : le32
         let pixels = [UInt8](repeating: 0x40, count: width * height)
@@ -140,16 +139,16 @@ enum Samples {
         return header + (ifdLast ? pixels + ifd : ifd + pixels)
     }
 
-    static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] { be32(payload.count + 8) + ascii(type) + payload }
-    static func fullBox(_ type: String, _ payload: [UInt8]) -> [UInt8] { box(type, [0, 0, 0, 0] + payload) }
+    public static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] { be32(payload.count + 8) + ascii(type) + payload }
+    public static func fullBox(_ type: String, _ payload: [UInt8]) -> [UInt8] { box(type, [0, 0, 0, 0] + payload) }
 
-    static func ftyp(major: String, compatible: [String]) -> [UInt8] {
+    public static func ftyp(major: String, compatible: [String]) -> [UInt8] {
         box("ftyp", ascii(major) + be32(0) + compatible.flatMap { ascii($0) })
     }
 
     /// An ISOBMFF still image: ftyp, meta (hdlr, pitm, iinf, iloc, iprp with ipco and ipma), mdat.
     /// ipco holds a thumbnail-sized `ispe` before the primary one, to check the largest wins.
-    static func heif(
+    public static func heif(
         major: String,
         compatible: [String],
         codec: String,
@@ -178,11 +177,11 @@ enum Samples {
         return ftypBox + beforeMeta + box("meta", metaPayload) + box("mdat", [1, 2, 3, 4])
     }
 
-    static func avif(width: Int, height: Int) -> [UInt8] {
+    public static func avif(width: Int, height: Int) -> [UInt8] {
         heif(major: "avif", compatible: ["avif", "mif1", "miaf"], codec: "av01", width: width, height: height)
     }
 
-    static func heic(width: Int, height: Int) -> [UInt8] {
+    public static func heic(width: Int, height: Int) -> [UInt8] {
         heif(major: "heic", compatible: ["mif1", "heic"], codec: "hvc1", width: width, height: height)
     }
 }
