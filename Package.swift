@@ -60,6 +60,7 @@ let package = Package(
         .executableTarget(
             name: "image-fetch-bench",
             dependencies: [
+                "ImageSamples",
                 "ImageFetchWorker",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

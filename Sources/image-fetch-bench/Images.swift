@@ -1,4 +1,5 @@
 import Foundation
+import ImageSamples
 
 /// Deterministic test images, so every run fetches the same bytes.
 enum BenchImages {
@@ -24,14 +25,14 @@ enum BenchImages {
             zlib.append(contentsOf: raw[offset..<offset + length])
             offset += length
         } while offset < raw.count
-        zlib.append(contentsOf: bigEndian(adler32(raw)))
+        zlib.append(contentsOf: ImageSamples.be32(Int(ImageSamples.adler32(raw))))
 
         var png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
-        var ihdr = bigEndian(UInt32(width)) + bigEndian(UInt32(height))
+        var ihdr = ImageSamples.be32(width) + ImageSamples.be32(height)
         ihdr += [8, 2, 0, 0, 0]  // 8-bit, truecolour, deflate, adaptive filtering, no interlace
-        png += chunk("IHDR", ihdr)
-        png += chunk("IDAT", zlib)
-        png += chunk("IEND", [])
+        png += ImageSamples.pngChunk("IHDR", ihdr)
+        png += ImageSamples.pngChunk("IDAT", zlib)
+        png += ImageSamples.pngChunk("IEND", [])
         return png
     }
 
@@ -42,37 +43,6 @@ enum BenchImages {
         bytes.reserveCapacity(bytes.count + width * height * 3)
         for _ in 0..<(width * height * 3) { bytes.append(random.next()) }
         return bytes
-    }
-
-    private static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
-        let typeBytes = Array(type.utf8)
-        return bigEndian(UInt32(data.count)) + typeBytes + data + bigEndian(crc32(typeBytes + data))
-    }
-
-    private static func bigEndian(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
-    }
-
-    private static func adler32(_ bytes: [UInt8]) -> UInt32 {
-        var a: UInt32 = 1
-        var b: UInt32 = 0
-        for byte in bytes {
-            a = (a + UInt32(byte)) % 65_521
-            b = (b + a) % 65_521
-        }
-        return b << 16 | a
-    }
-
-    private static let crcTable: [UInt32] = (0..<256).map { n in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
-
-    private static func crc32(_ bytes: [UInt8]) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        for byte in bytes { c = crcTable[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
-        return c ^ 0xFFFF_FFFF
     }
 }
 
