@@ -26,23 +26,19 @@ RABBIT="$ROOT/scripts/rabbitmq.sh"
 
 "$ROOT/scripts/deps.sh"
 
-echo "==> validating docker-compose.yml"
-compose_rc=0
-"$ROOT/scripts/check-compose.sh" || compose_rc=$?
-case $compose_rc in
-  0) ;;
-  75) echo "WARNING: docker-compose.yml was not validated: the validator could not be installed" >&2 ;;
-  *) echo "docker-compose.yml is invalid" >&2; exit "$compose_rc" ;;
-esac
-
-echo "==> validating deploy/kubernetes/"
-kubernetes_rc=0
-"$ROOT/scripts/check-kubernetes.sh" || kubernetes_rc=$?
-case $kubernetes_rc in
-  0) ;;
-  75) echo "WARNING: deploy/kubernetes/ was not validated: the validators could not be installed" >&2 ;;
-  *) echo "deploy/kubernetes/ is invalid" >&2; exit "$kubernetes_rc" ;;
-esac
+# validate WHAT CHECKER: runs a validator; 75 means it could not be installed (a warning only).
+validate() {
+  local what=$1 checker=$2 rc=0
+  echo "==> validating $what"
+  "$ROOT/scripts/$checker" || rc=$?
+  case $rc in
+    0) ;;
+    75) echo "WARNING: $what was not validated: the validator could not be installed" >&2 ;;
+    *) echo "$what is invalid" >&2; exit "$rc" ;;
+  esac
+}
+validate docker-compose.yml check-compose.sh
+validate deploy/kubernetes/ check-kubernetes.sh
 
 # A private folder for the node; the ports are chosen below.
 IFW_RABBIT_DIR="$(mktemp -d "${TMPDIR:-/tmp}/ifw-test-rabbitmq.XXXXXX")"

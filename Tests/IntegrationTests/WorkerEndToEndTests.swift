@@ -7,7 +7,7 @@ import Testing
 @Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"), .serialized)
 struct WorkerEndToEndTests {
     static func storageFolder() -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-images-\(UUID().uuidString)").path
+        let path = TestScratch.path("images-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }

@@ -16,7 +16,7 @@ final class WorkerProcess: @unchecked Sendable {
     }
 
     init(arguments: [String] = ["run"], environment: [String: String]) throws {
-        logURL = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-worker-\(UUID().uuidString).log")
+        logURL = URL(fileURLWithPath: TestScratch.path("worker-\(UUID().uuidString).log"))
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let log = try FileHandle(forWritingTo: logURL)
         process.executableURL = URL(fileURLWithPath: Self.binary)
@@ -56,4 +56,18 @@ final class WorkerProcess: @unchecked Sendable {
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
+}
+
+/// One scratch folder per test process for stored images and worker logs, removed when the
+/// process exits, so test runs leave nothing behind in /tmp.
+enum TestScratch {
+    static let root: String = {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-tests-\(getpid())").path
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(atPath: TestScratch.root) }
+        return path
+    }()
+
+    /// A path inside the scratch folder.
+    static func path(_ name: String) -> String { root + "/" + name }
 }
