@@ -196,6 +196,31 @@ struct ReliabilityTests {
         try await origin.shutdown()
     }
 
+    @Test(.timeLimit(.minutes(3)))
+    func brokerLostDuringADrainStillExitsInTimeAndLosesNothing() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("drainfault")
+        defer { TestBroker.cleanUp(configuration) }
+        let ids = (0..<100).map { "df\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=4000&n=\($0)")) }) == 100)
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+            .merging(["WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "6", "AMQP_HEARTBEAT": "2"]) { _, new in new })
+        #expect(await eventually(timeout: 20) { origin.stats.inFlight >= 8 })
+        let started = Date()
+        worker.signal(SIGTERM)
+        try Self.broker("stop")
+        let status = await worker.waitForExit(timeout: 6 + 10)
+        #expect(status == 0, "log:\n\(worker.log.suffix(3000))")
+        #expect(Date().timeIntervalSince(started) < 6 + 10)
+        try Self.broker("start")
+        // Nothing was acked without a confirmed result: every job is back in the queue or answered.
+        let results = try TestBroker.ready(configuration, queue: configuration.queue.results) ?? 0
+        let ready = try TestBroker.ready(configuration, queue: configuration.queue.jobs) ?? 0
+        #expect(results + ready >= 100, "\(results) results + \(ready) ready")
+        #expect(ready > 0)
+        try await origin.shutdown()
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func heartbeatsKeepAnIdleWorkerConnected() async throws {
         let origin = try await TestOrigin.start()
