@@ -221,12 +221,16 @@ public final class BrokerSession: @unchecked Sendable {
         queue.async {
             guard self.connection != nil, self.isOpenEpoch else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
+            guard let connection = self.connection else { return completion(nil) }
             do throws(AMQPError) {
-                guard let connection = self.connection else { return completion(nil) }
                 try connection.openChannel(2)
-                defer { connection.closeChannel(2) }
                 let depth = try connection.declareQueue(channel: 2, name: name, passive: true)
+                connection.closeChannel(2)
                 completion(depth)
+            } catch where error.code == .channelClosed {
+                // The broker closed channel 2 (no such queue): confirm it, so the channel can be reused.
+                connection.sendCloseOk(channel: 2, connection: false)
+                completion(nil)
             } catch {
                 completion(nil)
             }

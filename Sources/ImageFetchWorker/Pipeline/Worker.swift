@@ -13,8 +13,8 @@ import Logging
 /// - the fetch engine's own queue drives libcurl; the sink has lanes of its own for disk writes.
 public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     // @unchecked Sendable: the stored properties are immutable or thread-safe themselves
-    // (queues, semaphore, group, locks); `ledger` and `blocked` are guarded by `ledgerLock`
-    // and `gate`, and `shutdownPhase` by `control`'s serial queue.
+    // (queues, semaphore, group, locked values); `blocked` is guarded by `gate`, and
+    // `shutdownPhase`, the timers and `healthServer` are touched only at start-up or on `control`.
 
     public let configuration: WorkerConfiguration
     public let stats: WorkerStats
@@ -79,7 +79,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     // MARK: - Running
 
-    /// Connects and consumes until a signal drains the worker. Returns the exit status.
+    /// Connects and starts consuming; a signal later drains the worker and exits the process.
     ///
     /// A failed first connection is retried with backoff, except for errors that retrying
     /// cannot fix (credentials, TLS files): those end the process with one clear line.
@@ -236,7 +236,6 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         // scheduled, so accesses are ordered by the queue hand-offs.
         let delivery: Delivery
         let admittedAt: UInt64
-        var job: Job?
         var urlHost: String?
         var slotReleased = false
 
@@ -262,7 +261,6 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         case .success(let decoded):
             job = decoded
         }
-        context.job = job
         if configuration.queue.type == .classic,
            redeliveries.withLock({ $0.record(identity: job.id, redelivered: job.redelivered) }) {
             releaseSlot(context)
@@ -281,20 +279,24 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         context.urlHost = validated.host
         var request = FetchRequest(url: validated.url)
         let maxPixels = configuration.fetch.maxPixels
+        // Stops the download as soon as the header proves the image too large.
         request.inspector = { prefix in
             switch ImageSniffer.inspect(prefix, isComplete: false) {
             case .needMoreData: return .needMore
             case .notAnImage: return .accept
-            case .image(let info):
-                if info.width.multipliedReportingOverflow(by: info.height).overflow || info.width * info.height > maxPixels {
-                    return .reject(JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels"))
-                }
-                return .accept
+            case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject($0) } ?? .accept
             }
         }
         fetchEngine.fetch(request) { response in
             self.workQueue.async { self.fetched(context, job: job, response: response) }
         }
+    }
+
+    /// `too_many_pixels` when width × height is over the limit.
+    static func pixelLimitError(_ info: ImageInfo, maxPixels: Int) -> JobError? {
+        let (pixels, overflow) = info.width.multipliedReportingOverflow(by: info.height)
+        guard overflow || pixels > maxPixels else { return nil }
+        return JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels")
     }
 
     private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
@@ -324,11 +326,9 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image"), response: response)
             return
         }
-        let (pixels, overflow) = info.width.multipliedReportingOverflow(by: info.height)
-        if overflow || pixels > configuration.fetch.maxPixels {
+        if let error = Self.pixelLimitError(info, maxPixels: configuration.fetch.maxPixels) {
             releaseSlot(context)
-            finish(context, job: job, error: JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels"),
-                   response: response)
+            finish(context, job: job, error: error, response: response)
             return
         }
         let digest = SHA256.hash(data: response.body).hexString
