@@ -126,18 +126,6 @@ import Darwin
 /// Compares the strict parser with the C library's `inet_pton` on many generated strings, so that
 /// the guard never reads a literal differently from the system.
 @Suite struct IPAddressDifferentialTests {
-    /// A small deterministic generator (SplitMix64), so failures reproduce.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func candidates(alphabet: [Character], count: Int, maxLength: Int, seed: UInt64) -> [String] {
         var generator = SplitMix64(state: seed)
         return (0..<count).map { _ in

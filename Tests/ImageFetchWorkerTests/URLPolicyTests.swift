@@ -129,7 +129,7 @@ import Darwin
 /// the "ends in a number" rule imitates.
 @Suite struct URLPolicyDifferentialTests {
     @Test func numericHostsReadLikeInetAton() {
-        var generator = IPAddressDifferentialTests.SplitMix64(state: 2024)
+        var generator = SplitMix64(state: 2024)
         let alphabet = Array("0123456789x.") + ["0", "0", "7", "f"]
         var compared = 0
         for _ in 0..<40_000 {

@@ -44,7 +44,7 @@ struct BrokerTLSTests {
                 chmod 0755 .
                 chmod 0644 ./*
                 """
-            guard try TLSNode.run("/bin/bash", ["-c", script, "certificates", folder], environment: [:]) == 0 else {
+            guard try TestBroker.run("/bin/bash", ["-c", script, "certificates", folder]) == 0 else {
                 throw TestS3Error("openssl could not make the test certificates in \(folder)")
             }
             return Certificates(folder: folder)
@@ -78,12 +78,12 @@ struct BrokerTLSTests {
                     ssl_options.fail_if_no_peer_cert = false
                     """
                 if TLSNode.portAnswers(tls) { continue }
-                let status = try TLSNode.run(script, ["start"], output: startLog, environment: [
+                let status = try TestBroker.run(script, ["start"], environment: [
                     "IFW_AMQP_PORT": "\(candidate)", "IFW_RABBIT_DIR": folder, "IFW_RABBIT_EXTRA_CONF": extra,
                     "IFW_RABBIT_OWNER_PID": "\(getpid())", "IFW_RABBIT_TIMEOUT": "90",
                     // No management plugin: its listener would clash with the main test node's.
                     "IFW_RABBIT_PLUGINS": "", "IFW_MGMT_PORT": "\(candidate + 10000)",
-                ])
+                ], log: startLog)
                 if status == 0 { chosen = (candidate, tls); break }
                 if status != 98 {
                     let log = (try? String(contentsOfFile: startLog, encoding: .utf8)) ?? ""
@@ -97,30 +97,7 @@ struct BrokerTLSTests {
         var plainURL: String { "amqp://guest:guest@127.0.0.1:\(port)/%2F" }
 
         func destroy() {
-            _ = try? TLSNode.run(script, ["destroy"], environment: ["IFW_AMQP_PORT": "\(port)", "IFW_RABBIT_DIR": folder])
-        }
-
-        /// Runs a command to its end with posix_spawn and waitpid. Not Foundation's Process: its
-        /// waitUntilExit never returned here for `rabbitmq.sh start`, whose node daemonises.
-        static func run(_ executable: String, _ arguments: [String], output: String = "/dev/null",
-                        environment: [String: String]) throws -> Int32 {
-            let merged = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-            let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-            defer { (argv + envp).forEach { free($0) } }
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-            var pid: pid_t = 0
-            let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-            guard spawned == 0 else { throw TestS3Error("posix_spawn \(executable): \(String(cString: strerror(spawned)))") }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 {
-                guard errno == EINTR else { throw TestS3Error("waitpid: \(String(cString: strerror(errno)))") }
-            }
-            return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            _ = try? TestBroker.run(script, ["destroy"], environment: ["IFW_AMQP_PORT": "\(port)", "IFW_RABBIT_DIR": folder])
         }
 
         static func portAnswers(_ port: Int) -> Bool {

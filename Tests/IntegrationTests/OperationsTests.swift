@@ -10,7 +10,7 @@ struct OperationsTests {
     static func startWorker(_ configuration: WorkerConfiguration, extra: [String: String] = [:])
         throws -> (WorkerProcess, OperationsEndpoint)
     {
-        let port = OperationsEndpoint.freePort()
+        let port = try TestBroker.freePort()
         let environment = TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
             .merging(["HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "METRICS_DEPTH_INTERVAL": "1"]) { _, new in new }
             .merging(extra) { _, new in new }
@@ -209,7 +209,7 @@ struct OperationsTests {
         #expect(over.status == 1, "\(over.output)")
         #expect(over.output.contains(configuration.queue.jobs), "the table is printed before exiting 1")
         var unreachable = environment
-        unreachable["AMQP_URL"] = "amqp://guest:secret-password@127.0.0.1:\(OperationsEndpoint.freePort())/%2F"
+        unreachable["AMQP_URL"] = "amqp://guest:secret-password@127.0.0.1:\(try TestBroker.freePort())/%2F"
         let cannot = try await Self.command(["depth", "--max-ready", "6"], environment: unreachable)
         #expect(cannot.status == 2, "\(cannot.output)")
         #expect(!cannot.output.contains("secret-password"))

@@ -36,7 +36,7 @@ struct SecretFileTests {
         environment["AMQP_URL"] = nil
         environment["AMQP_URL_FILE"] = urlFile.path
         environment["LOG_LEVEL"] = "trace"
-        let httpPort = try TestS3.freePort()
+        let httpPort = try TestBroker.freePort()
         environment["HTTP_PORT"] = "\(httpPort)"
         environment["HTTP_HOST"] = "127.0.0.1"
         environment["METRICS_DEPTH_INTERVAL"] = "1"

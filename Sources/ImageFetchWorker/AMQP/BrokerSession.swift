@@ -219,9 +219,8 @@ public final class BrokerSession: @unchecked Sendable {
     /// or nil when it does not exist or the connection is down.
     public func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void) {
         queue.async {
-            guard self.connection != nil, self.isOpenEpoch else { return completion(nil) }
+            guard let connection = self.connection, self.isOpenEpoch else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
-            guard let connection = self.connection else { return completion(nil) }
             do throws(AMQPError) {
                 try connection.openChannel(2)
                 let depth = try connection.declareQueue(channel: 2, name: name, passive: true)

@@ -15,24 +15,6 @@ final class OperationsEndpoint: Sendable {
         engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 4)
     }
 
-    /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// GET `path`; the HTTP status (nil when nothing answered) and the body (only for 2xx).
     func get(_ path: String) async -> (status: Int?, body: String) {
         let response = await withCheckedContinuation { (continuation: CheckedContinuation<FetchResponse, Never>) in

@@ -71,6 +71,25 @@ enum TestBroker {
         }
     }
 
+    /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.EADDRINUSE) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// Runs a command and returns its standard output. posix_spawn and waitpid, not Foundation's
     /// Process: its waitUntilExit can miss the exit of a short-lived child on Linux.
     static func capture(_ executable: String, _ arguments: [String]) throws -> [UInt8] {
@@ -101,33 +120,46 @@ enum TestBroker {
         String(decoding: try capture(executable, arguments), as: UTF8.self)
     }
 
+    /// Runs a command to its end. `environment` is added to this process's; with `log`, standard
+    /// output and error are appended to that file, otherwise output is dropped and the errors of a
+    /// failed command are printed.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
-        try spawnAndWait(executable, arguments, stdoutPath: "/dev/null")
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                    log: String? = nil) throws -> Int32 {
+        try spawnAndWait(executable, arguments, stdoutPath: log ?? "/dev/null", appendBoth: log != nil,
+                         environment: environment)
     }
 
-    private static func spawnAndWait(_ executable: String, _ arguments: [String], stdoutPath: String) throws -> Int32 {
+    private static func spawnAndWait(_ executable: String, _ arguments: [String], stdoutPath: String,
+                                     appendBoth: Bool = false, environment: [String: String] = [:]) throws -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let errors = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-cmd-\(UUID().uuidString).err")
         defer { try? FileManager.default.removeItem(at: errors) }
-        posix_spawn_file_actions_addopen(&actions, 2, errors.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        if appendBoth {
+            posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            posix_spawn_file_actions_addopen(&actions, 2, errors.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        }
         // Through bash, which first closes every descriptor above 2 that this process would pass
         // on: `rabbitmq.sh start` leaves a daemon (the node) behind, which must not hold the test
         // process's sockets for as long as it runs.
         let closeInherited = #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done 2>/dev/null; exec "$0" "$@""#
         let argv = (["/bin/bash", "-c", closeInherited, executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        let merged = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, envp)
         guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EINVAL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         // WIFEXITED / WEXITSTATUS, spelled out: the macros are not imported.
         let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        if exit != 0, let text = try? String(contentsOf: errors, encoding: .utf8) {
+        if exit != 0, !appendBoth, let text = try? String(contentsOf: errors, encoding: .utf8) {
             print("\(executable) \(arguments.joined(separator: " ")) exited \(exit):\n\(text)")
         }
         return exit

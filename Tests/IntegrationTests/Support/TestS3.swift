@@ -33,7 +33,7 @@ final class TestS3: @unchecked Sendable {
 
     /// Starts moto on a free port (or on `port`, to bring a stopped store back).
     static func start(port: Int? = nil) async throws -> TestS3 {
-        let server = try TestS3(port: port ?? freePort())
+        let server = try TestS3(port: port ?? TestBroker.freePort())
         try await server.launch()
         return server
     }
@@ -163,25 +163,6 @@ final class TestS3: @unchecked Sendable {
         guard let open = xml.range(of: "<\(name)>"), let close = xml.range(of: "</\(name)>", range: open.upperBound..<xml.endIndex)
         else { return nil }
         return String(xml[open.upperBound..<close.lowerBound])
-    }
-
-    /// A TCP port on 127.0.0.1 that was free a moment ago.
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestS3Error("socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw TestS3Error("bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
