@@ -53,6 +53,11 @@ public final class BrokerSession: @unchecked Sendable {
     private var heartbeatTimer: (any DispatchSourceTimer)?
     private var confirms = ConfirmTracker<@Sendable (PublishOutcome) -> Void>()
     private var assembler = ContentAssembler()
+    /// Acks go out in `multiple` runs: once per batch of work on the channel queue, and an ack
+    /// stuck behind a slower job after at most 2 ms.
+    private var acks = AckBatcher(maxDelayNanoseconds: 2_000_000)
+    private var ackFlushScheduled = false
+    private var ackTimerDeadline: UInt64?
     private var readScheduled = false
     private var closeWaiters: [@Sendable () -> Void] = []
 
@@ -153,13 +158,18 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// Acks on the channel queue (for completions that already run there).
+    ///
+    /// The frame goes out when the channel queue has finished its current batch of work, merged
+    /// with the other acks of that batch into `multiple` acks where the tags allow (``AckBatcher``).
     public func ackOnQueue(_ delivery: Delivery) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
-        do {
-            try connection.ack(channel: Self.channel, tag: delivery.tag)
-        } catch {
-            handleLoss(error)
+        guard connection != nil, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
+        guard acks.requestAck(delivery.tag, now: DispatchTime.now().uptimeNanoseconds) else { return }
+        guard !ackFlushScheduled else { return }
+        ackFlushScheduled = true
+        queue.async {
+            self.ackFlushScheduled = false
+            self.flushAcks()
         }
     }
 
@@ -169,8 +179,30 @@ public final class BrokerSession: @unchecked Sendable {
         guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
         do {
             try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: requeue)
+            acks.settle(delivery.tag)
         } catch {
             handleLoss(error)
+        }
+    }
+
+    /// Sends the acks that are due; with `force`, all of them (before the channel closes).
+    private func flushAcks(force: Bool = false) {
+        guard let connection, isOpenEpoch else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        do {
+            for ack in acks.flush(now: now, force: force) {
+                try connection.ack(channel: Self.channel, tag: ack.tag, multiple: ack.multiple)
+            }
+        } catch {
+            handleLoss(error)
+            return
+        }
+        // Acks held behind a slower job: come back when they are due, unless a timer already will.
+        guard let deadline = acks.nextDeadline, ackTimerDeadline.map({ deadline < $0 }) ?? true else { return }
+        ackTimerDeadline = deadline
+        queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: deadline)) {
+            if self.ackTimerDeadline == deadline { self.ackTimerDeadline = nil }
+            self.flushAcks()
         }
     }
 
@@ -280,9 +312,11 @@ public final class BrokerSession: @unchecked Sendable {
             teardown()
             perform(.scheduleReconnect(delay: delay))
         case .close:
+            flushAcks(force: true)
             teardownSources()
             connection?.close()
             connection = nil
+            acks.reset()
             for completion in confirms.reset() { completion(.connectionLost) }
         }
     }
@@ -309,6 +343,7 @@ public final class BrokerSession: @unchecked Sendable {
         }
         self.connection = connection
         self.assembler = ContentAssembler()
+        self.acks.reset()
         _ = lifecycle.connected()
         publishState()
         installSources(for: connection)
@@ -346,6 +381,7 @@ public final class BrokerSession: @unchecked Sendable {
     private func teardown() {
         teardownSources()
         connection = nil
+        acks.reset()
         for completion in confirms.reset() { completion(.connectionLost) }
     }
 
@@ -470,6 +506,7 @@ public final class BrokerSession: @unchecked Sendable {
     private func complete(_ message: ContentAssembler.Message) {
         switch message.kind {
         case .delivery(let tag, let redelivered, let exchange, let routingKey):
+            acks.delivered(tag)
             let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
                                     routingKey: routingKey, properties: message.properties, body: message.body,
                                     receivedAt: DispatchTime.now().uptimeNanoseconds)
