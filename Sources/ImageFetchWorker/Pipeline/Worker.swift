@@ -9,7 +9,9 @@ import Logging
 /// Queues (see ARCHITECTURE.md, "Threading rules"):
 /// - the channel queue (``BrokerSession/queue``) is the only one that touches rabbitmq-c;
 /// - the admission queue is the only place that waits on ``semaphore``;
-/// - the work queue runs short CPU work (decode, sniff, hash, encode);
+/// - the admission queue also decodes the job and checks its URL (microseconds) once admitted;
+/// - the work queue runs the CPU work after the fetch (sniff, hash, encode), and the file write
+///   when `storage.fsync` is off;
 /// - the fetch engine's own queue drives libcurl; the sink has lanes of its own for disk writes.
 public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     // @unchecked Sendable: the stored properties are immutable or thread-safe themselves
@@ -224,11 +226,12 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         }
         inFlight.enter()
         stats.admitted()
-        let context = JobContext(delivery: delivery, admittedAt: DispatchTime.now().uptimeNanoseconds)
-        workQueue.async { self.process(context) }
+        // Decoding and checking the URL take a few microseconds: done here, the job goes straight
+        // to the fetch engine without a hop through the work queue.
+        process(JobContext(delivery: delivery, admittedAt: DispatchTime.now().uptimeNanoseconds))
     }
 
-    // MARK: - Processing (work queue)
+    // MARK: - Processing (admission queue, then the work queue once fetched)
 
     /// Per-job state that outlives the closures of one job.
     final class JobContext: @unchecked Sendable {

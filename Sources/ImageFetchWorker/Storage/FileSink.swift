@@ -15,13 +15,18 @@ import Dispatch
 /// a stored file survives a crash once the completion has been called. An existing file with the
 /// same key is replaced.
 ///
-/// The work runs on one of a few serial queues of the sink's own, picked by a hash of the key, so
-/// fsync never blocks the caller's queue and two writes of the same key are ordered.
+/// With fsync, the work runs on one of a few serial queues of the sink's own, picked by a hash of
+/// the key, so fsync never blocks the caller's queue and two writes of the same key are ordered.
+/// Without fsync a write only copies into the page cache, so it runs on the caller's thread: one
+/// thread hand-off less per job (see docs/benchmarks.md). Two writes of the same key then race, and
+/// the last rename wins, as it would for two jobs whose store calls came in the other order.
 public final class FileSink: ImageSink {
     /// The root folder, absolute and with symbolic links resolved.
     public let root: String
     /// Whether files and folders are fsynced before completion.
     public let fsync: Bool
+    /// Whether ``store(_:completion:)`` writes on the caller's thread instead of a lane.
+    public let writesInline: Bool
     private let lanes: [DispatchQueue]
 
     /// Creates the sink, creating `root` (and its parents) if needed and resolving it to an
@@ -31,8 +36,9 @@ public final class FileSink: ImageSink {
     ///   - root: the root folder, `storage.path`.
     ///   - fsync: `storage.fsync`: fsync each file and its folder before completing.
     ///   - lanes: how many serial queues do the writing; at least one is used.
+    ///   - writesInline: write on the caller's thread; default: when `fsync` is off.
     /// - Throws: ``JobError`` with code `storage_failed` when the root cannot be created or resolved.
-    public init(root: String, fsync: Bool, lanes: Int = 4) throws(JobError) {
+    public init(root: String, fsync: Bool, lanes: Int = 4, writesInline: Bool? = nil) throws(JobError) {
         guard !root.isEmpty else { throw JobError(.storageFailed, "the storage root is empty") }
         if let failure = FileSink.makeDirectories(root, fsyncParents: false) {
             throw JobError(.storageFailed, "cannot create the storage root: \(failure.text)")
@@ -43,37 +49,46 @@ public final class FileSink: ImageSink {
         self.root = String(cString: resolved)
         free(resolved)
         self.fsync = fsync
+        self.writesInline = writesInline ?? !fsync
         self.lanes = (0..<max(1, lanes)).map { DispatchQueue(label: "image-fetch-worker.file-sink.\($0)") }
     }
 
-    /// Writes the body on one of the sink's lanes, then calls `completion` on that lane.
+    /// Writes the body, then calls `completion`: on the caller's thread when ``writesInline``,
+    /// else on one of the sink's lanes.
     public func store(
         _ request: StorageRequest,
         completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
     ) {
         let key = request.resolvedKey
+        if writesInline {
+            completion(FileSink.store(request, key: key, root: root, fsync: fsync))
+            return
+        }
         let lane = lanes[Int(FileSink.fnv1a(key) % UInt64(lanes.count))]
         lane.async { [root, fsync] in
-            let contentAddressed = key == StorageKey.contentAddressed(sha256: request.sha256, format: request.info.format)
-            // The digest becomes a path when there is no usable key hint: accept only hex there.
-            if contentAddressed, request.sha256.isEmpty || !request.sha256.utf8.allSatisfy(FileSink.isLowercaseHex) {
-                completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
-                return
-            }
-            // A content address names its bytes: when the file is already there (a redelivery, or
-            // the same image from another URL), it holds these bytes, so it is not written again.
-            // Files only ever appear under their final name complete (temporary file + rename).
-            if contentAddressed, FileSink.existingFileSize(root + "/" + key) == request.body.count {
-                completion(.success(StoredObject(location: "file://" + root + "/" + key)))
-                return
-            }
-            completion(FileSink.write(request.body, key: key, root: root, fsync: fsync))
+            completion(FileSink.store(request, key: key, root: root, fsync: fsync))
         }
+    }
+
+    /// Stores one body at `<root>/<key>`, unless its content address is already there.
+    private static func store(_ request: StorageRequest, key: String, root: String,
+                              fsync: Bool) -> Result<StoredObject, JobError> {
+        let contentAddressed = key == StorageKey.contentAddressed(sha256: request.sha256, format: request.info.format)
+        // The digest becomes a path when there is no usable key hint: accept only hex there.
+        if contentAddressed, request.sha256.isEmpty || !request.sha256.utf8.allSatisfy(FileSink.isLowercaseHex) {
+            return .failure(JobError(.storageFailed, "the sha256 is not lowercase hex"))
+        }
+        // A content address names its bytes: when the file is already there (a redelivery, or
+        // the same image from another URL), it holds these bytes, so it is not written again.
+        // Files only ever appear under their final name complete (temporary file + rename).
+        if contentAddressed, FileSink.existingFileSize(root + "/" + key) == request.body.count {
+            return .success(StoredObject(location: "file://" + root + "/" + key))
+        }
+        return FileSink.write(request.body, key: key, root: root, fsync: fsync)
     }
 
     // MARK: - Writing
 
-    /// Writes `body` to `<root>/<key>` atomically; runs on a lane.
     /// The size of the regular file at `path`, or nil when there is none.
     fileprivate static func existingFileSize(_ path: String) -> Int? {
         var info = stat()
@@ -81,6 +96,7 @@ public final class FileSink: ImageSink {
         return Int(info.st_size)
     }
 
+    /// Writes `body` to `<root>/<key>` atomically.
     fileprivate static func write(
         _ body: [UInt8],
         key: String,
