@@ -58,7 +58,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             // Unknown address families are refused: the guard only allows what it can judge.
             guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
             return policy.deniedClass(of: ip)
-        })
+        }, maxConnections: configuration.worker.concurrency)
         switch configuration.storage.kind {
         case .file:
             self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
