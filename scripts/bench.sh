@@ -4,13 +4,14 @@
 #
 #   scripts/bench.sh                      png32 and slow256 (issue 2's (a) and (b))
 #   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
-#   scripts/bench.sh all                  png32 slow256 slow1024 jpeg16 (not soak: it is long)
+#   scripts/bench.sh all                  png32 png32-files slow256 slow1024 jpeg16 (not soak: it is long)
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
 #   scripts/bench.sh --list               the scenario names
 #   make bench ARGS="png32 soak"          the same through make
 #
 # Scenarios (see Sources/image-fetch-bench/Scenario.swift):
 #   png32     12 KB PNG from nginx, concurrency 32, 100,000 jobs   msgs/s, CPU µs/msg, peak RSS
+#   png32-files  the same with a new file per job (each job its own storage key), 60,000 jobs
 #   slow256   100 ms origin, concurrency 256, 30,000 jobs         efficiency = rate ÷ 2,560/s
 #   slow1024  100 ms origin, concurrency 1,024, 80,000 jobs       msgs/s, peak RSS, threads
 #   jpeg16    3 MB JPEG from nginx, concurrency 16, 6,000 jobs    rate ÷ the origin's own rate (wrk)
@@ -44,6 +45,7 @@
 #                       the run (every 20 ms) and reads the results once the worker stopped, so the
 #                       broker does less work on the shared cores inside the counted window
 #   BENCH_NO_BUILD=1    use the existing release build
+#   BENCH_WORKER=PATH   run this worker binary instead of the release build's (to compare two builds)
 #   BENCH_NO_DOCS=1     do not touch docs/benchmarks.md
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
 #
@@ -61,7 +63,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 slow256 slow1024 jpeg16 soak)
+all_names=(png32 png32-files slow256 slow1024 jpeg16 soak)
 requested=()
 for arg in "$@"; do
   case "$arg" in
@@ -70,7 +72,7 @@ for arg in "$@"; do
       for n in "${all_names[@]}"; do echo "$n"; done
       exit 0
       ;;
-    all) requested+=(png32 slow256 slow1024 jpeg16) ;;
+    all) requested+=(png32 png32-files slow256 slow1024 jpeg16) ;;
     *)
       name="${arg%%:*}"
       [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
@@ -252,7 +254,7 @@ for spec in "${requested[@]}"; do
   fi
   say "scenario $spec (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   if "$BIN/image-fetch-bench" run "$name" "${jobs_args[@]}" "${extra[@]}" \
-    --worker "$BIN/image-fetch-worker" --amqp "$AMQP_URL" \
+    --worker "${BENCH_WORKER:-$BIN/image-fetch-worker}" --amqp "$AMQP_URL" \
     --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
     --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$ROWS" --markdown "$WORK/section-$name.md" \
     --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \

@@ -120,9 +120,11 @@ final class Runner: @unchecked Sendable {
         let publishStart = DispatchTime.now().uptimeNanoseconds
         let publisher = try JobPublisher(configuration: configuration, logger: quietLogger("bench.publisher"))
         let prefix = "\(runID)-"
-        // Each job names its own storage key, so every job writes a new file: with one origin
-        // image, content addressing would otherwise find the file already there and skip the write.
-        let confirmed = publisher.publish(bodies: (0..<jobs).lazy.map { JobPublisher.jobBody(id: prefix + String($0), url: url, key: "bench/\(runID)/\($0 / 1000)/\($0)") })
+        // The same job each time (distinct ids); with newFilePerJob each names its own storage key.
+        let newFiles = scenario.newFilePerJob
+        let confirmed = publisher.publish(bodies: (0..<jobs).lazy.map {
+            JobPublisher.jobBody(id: prefix + String($0), url: url, key: newFiles ? "bench/\(runID)/\($0 / 1000)/\($0)" : nil)
+        })
         publisher.close()
         let publishSeconds = Double(DispatchTime.now().uptimeNanoseconds - publishStart) / 1e9
         guard confirmed == jobs else { throw BenchError("only \(confirmed) of \(jobs) jobs were confirmed by the broker") }
@@ -286,7 +288,7 @@ final class Runner: @unchecked Sendable {
                 figures.append(Figure(name: "worker CPU µs/message", value: String(format: "%.1f", cpuMicros),
                                       target: "≤ 110 (#2); ≤ 90 (#6)",
                                       met: "#2 \(yes(cpuMicros <= 110)); #6 \(yes(cpuMicros <= 90))"))
-            case "soak":
+            case "soak", "png32-files":
                 figures.append(Figure(name: "messages/s", value: grouped(rate)))
                 figures.append(Figure(name: "worker CPU µs/message", value: String(format: "%.1f", cpuMicros)))
             case "slow256", "slow1024":

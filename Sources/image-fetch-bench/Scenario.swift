@@ -14,6 +14,10 @@ struct Scenario: Sendable {
     let concurrency: Int
     let defaultJobs: Int
     let origin: Origin
+    /// Each job names its own storage key, so each writes a new file. Otherwise every job is the
+    /// same (one URL, no key): the first stores the content-addressed file, and the others find
+    /// it in place with the right size and do not write it again.
+    var newFilePerJob = false
 
     /// The slow origin's delay.
     static let slowDelayMilliseconds: Int64 = 100
@@ -21,6 +25,8 @@ struct Scenario: Sendable {
     static let all: [Scenario] = [
         Scenario(name: "png32", title: "12 KB PNG, fast origin (nginx), concurrency 32",
                  concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
+        Scenario(name: "png32-files", title: "12 KB PNG, fast origin (nginx), concurrency 32, a new file per job",
+                 concurrency: 32, defaultJobs: 60_000, origin: .fastPNG, newFilePerJob: true),
         Scenario(name: "slow256", title: "100 ms origin, concurrency 256",
                  concurrency: 256, defaultJobs: 30_000, origin: .slowPNG),
         Scenario(name: "slow1024", title: "100 ms origin, concurrency 1,024",
