@@ -369,11 +369,22 @@ final class FetchLoop: @unchecked Sendable {
     }
 
     /// Resets the easy handle (dropping its pointers into the transfer) and pools it.
+    ///
+    /// libcurl 7.88 frees a handle's receive buffer when a transfer is done, but not after one
+    /// that failed before connecting (a bad URL, an unknown host), and then refuses a new
+    /// `CURLOPT_BUFFERSIZE` (CURLE_BAD_FUNCTION_ARGUMENT) while `curl_easy_reset` has put the size
+    /// back to its default: such a handle is closed instead of pooled.
     private func release(_ easy: CurlEasyHandle, of transfer: FetchTransfer) {
         easy.reset()
         transfer.easy = nil
         transfer.headerList = nil
-        if pool.count < poolLimit { pool.append(easy) }
+        guard pool.count < poolLimit else { return }
+        do {
+            try easy.set(CURLOPT_BUFFERSIZE, receiveBufferBytes)
+            pool.append(easy)
+        } catch {
+            // Dropped: its deinit calls curl_easy_cleanup.
+        }
     }
 
     private func complete(_ transfer: FetchTransfer, _ response: FetchResponse) {
