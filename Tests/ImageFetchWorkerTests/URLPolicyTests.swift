@@ -87,7 +87,7 @@ import Darwin
         "/relative", "relative/path", "//example.com/x", "", "http:", "http:/example.com", "http:example.com",
         "http://", "http:///path", "http://:80/", "http://?x", "http://#x",
         "http://exa mple.com/", "http://example.com/a b", " http://example.com/", "http://example.com/\t",
-        "http://example.com/\n", "http://example.com/\u{7F}", "http://example.com/\u{85}", "http://example.com/\u{3000}",
+        "http://example.com/\n", "http://example.com/\u{7F}", "http://example.com/\u{85}", "http://example.com/\u{3000}", "http://example.com/\u{A0}", "http://example.com/a\u{2028}b",
         "http://[::1/", "http://[::1]x/", "http://[fe80::1%25eth0]/", "http://[127.0.0.1]/", "http://[]/",
         "http://example.com:65536/", "http://example.com:0/", "http://example.com:8o/", "http://example.com:-1/",
         "http://example.com:80:80/", "http://::1/",

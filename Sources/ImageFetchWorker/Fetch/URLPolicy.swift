@@ -233,7 +233,9 @@ public enum URLPolicy {
     /// C0 and C1 controls, DEL, and every kind of white space.
     private static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {
         let value = scalar.value
-        return value <= 0x20 || (0x7F...0x9F).contains(value) || scalar.properties.isWhitespace
+        // ASCII white space is all at or below 0x20: only other scalars need the Unicode table,
+        // which showed up in the profile at 1 % of the worker's CPU.
+        return value <= 0x20 || (0x7F...0x9F).contains(value) || (value > 0x9F && scalar.properties.isWhitespace)
     }
 
     private static func ascii(_ character: Unicode.Scalar) -> UInt8 {
