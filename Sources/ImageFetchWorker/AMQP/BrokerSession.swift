@@ -173,6 +173,13 @@ public final class BrokerSession: @unchecked Sendable {
         }
     }
 
+    /// Sends the acks the batcher hands out; with `force`, every pending one (before closing).
+    private func sendAcks(on connection: AMQPConnection, force: Bool) throws(AMQPError) {
+        for ack in acks.flush(now: DispatchTime.now().uptimeNanoseconds, force: force) {
+            try connection.ack(channel: Self.channel, tag: ack.tag, multiple: ack.multiple)
+        }
+    }
+
     /// Nacks on the channel queue.
     public func nackOnQueue(_ delivery: Delivery, requeue: Bool) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -185,14 +192,11 @@ public final class BrokerSession: @unchecked Sendable {
         }
     }
 
-    /// Sends the acks that are due; with `force`, all of them (before the channel closes).
-    private func flushAcks(force: Bool = false) {
+    /// Sends the acks that are due.
+    private func flushAcks() {
         guard let connection, isOpenEpoch else { return }
-        let now = DispatchTime.now().uptimeNanoseconds
         do {
-            for ack in acks.flush(now: now, force: force) {
-                try connection.ack(channel: Self.channel, tag: ack.tag, multiple: ack.multiple)
-            }
+            try sendAcks(on: connection, force: false)
         } catch {
             handleLoss(error)
             return
@@ -312,7 +316,8 @@ public final class BrokerSession: @unchecked Sendable {
             teardown()
             perform(.scheduleReconnect(delay: delay))
         case .close:
-            flushAcks(force: true)
+            // The lifecycle already says closed: send the acks still held back, then close.
+            if let connection { try? sendAcks(on: connection, force: true) }
             teardownSources()
             connection?.close()
             connection = nil
