@@ -94,10 +94,29 @@ let benchmarks: @Sendable () -> Void = {
     let digest = SHA256.hash(data: png).map { String(format: "%02x", $0) }.joined()
     let request = StorageRequest(body: png, sha256: digest, info: ImageInfo(format: .png, width: 64, height: 64),
                                  keyHint: nil, jobID: "bench", sourceURL: "http://127.0.0.1/bench.png")
-    Benchmark("FileSink.store 12 KB (fsync off)", configuration: .init(scalingFactor: .one)) { benchmark in
+    // The same content-addressed image again: the sink finds the file in place and skips the write.
+    Benchmark("FileSink.store 12 KB, already stored (fsync off)", configuration: .init(scalingFactor: .one)) { benchmark in
         let done = DispatchSemaphore(value: 0)
         for _ in benchmark.scaledIterations {
             sink.store(request) { result in
+                blackHole(result)
+                done.signal()
+            }
+            done.wait()
+        }
+    } teardown: {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+    // Each store under a key of its own: a new file every time (temporary file, write, rename).
+    Benchmark("FileSink.store 12 KB, new file (fsync off)", configuration: .init(scalingFactor: .one)) { benchmark in
+        let done = DispatchSemaphore(value: 0)
+        var counter = 0
+        for _ in benchmark.scaledIterations {
+            counter += 1
+            let fresh = StorageRequest(body: png, sha256: digest, info: request.info,
+                                       keyHint: "new/\(counter / 1000)/\(counter)", jobID: "bench",
+                                       sourceURL: request.sourceURL)
+            sink.store(fresh) { result in
                 blackHole(result)
                 done.signal()
             }
