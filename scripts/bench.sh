@@ -48,6 +48,8 @@
 #   BENCH_WORKER=PATH   run this worker binary instead of the release build's (to compare two builds)
 #   BENCH_NO_DOCS=1     do not touch docs/benchmarks.md
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
+#   BENCH_REPEAT=N      run each scenario N times; report the median run by messages/s, and list every
+#                       run's messages/s and CPU per message (this machine's speed varies between runs)
 #
 # The machine's other load shows in the figures: each section records the load average at the start
 # and end and how busy the machine was during the counted window. Compare runs on a quiet machine.
@@ -231,6 +233,8 @@ output = \"/dev/null\"" | head -n $((2 * n)) | curl -s --parallel --parallel-max
 # --- Scenarios ----------------------------------------------------------------------------------
 ROWS="$WORK/rows.tsv"
 : >"$ROWS"
+REPEAT="${BENCH_REPEAT:-1}"
+[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive number, not '$REPEAT'"
 failed=()
 ran=()
 for spec in "${requested[@]}"; do
@@ -252,18 +256,50 @@ for spec in "${requested[@]}"; do
     say "the origin alone serves $rate JPEGs/s at concurrency 16 ($ORIGIN_TOOL)"
     extra=(--origin-rate "$rate" --origin-tool "$ORIGIN_TOOL")
   fi
-  say "scenario $spec (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  if "$BIN/image-fetch-bench" run "$name" "${jobs_args[@]}" "${extra[@]}" \
-    --worker "${BENCH_WORKER:-$BIN/image-fetch-worker}" --amqp "$AMQP_URL" \
-    --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
-    --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$ROWS" --markdown "$WORK/section-$name.md" \
-    --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \
-    --results "$RESULTS_MODE" --command "$COMMAND" --versions "$VERSIONS"; then
-    :
-  else
-    failed+=("$name")
+  # BENCH_REPEAT runs: each writes rows and a section of its own; the median run (by messages/s) is
+  # the one reported, with every run's messages/s and CPU per message listed under it.
+  runs=()
+  for ((run = 1; run <= REPEAT; run++)); do
+    say "scenario $spec$( ((REPEAT > 1)) && echo ", run $run of $REPEAT") (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    if "$BIN/image-fetch-bench" run "$name" "${jobs_args[@]}" "${extra[@]}" \
+      --worker "${BENCH_WORKER:-$BIN/image-fetch-worker}" --amqp "$AMQP_URL" \
+      --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
+      --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$WORK/rows-$name-$run.tsv" \
+      --markdown "$WORK/section-$name-$run.md" \
+      --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \
+      --results "$RESULTS_MODE" --command "$COMMAND" --versions "$VERSIONS"; then
+      [[ -f $WORK/section-$name-$run.md ]] && runs+=("$run")
+    else
+      # A failed run is reported as it is (its rows and section say what went wrong).
+      failed+=("$name")
+      cat "$WORK/rows-$name-$run.tsv" >>"$ROWS" 2>/dev/null || true
+      if [[ -f $WORK/section-$name-$run.md ]]; then
+        cp "$WORK/section-$name-$run.md" "$WORK/section-$name.md"
+        ran+=("$name")
+      fi
+      runs=()
+      break
+    fi
+  done
+  ((${#runs[@]} > 0)) || continue
+  # The first number of a row's value, without thousands separators ("7,044" -> 7044).
+  figure() { awk -F'\t' -v f="$2" '$2 == f { if (match($3, /[0-9][0-9,]*(\.[0-9]+)?/)) { v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v; exit } }' "$1"; }
+  median_run="$(for run in "${runs[@]}"; do echo "$(figure "$WORK/rows-$name-$run.tsv" "messages/s") $run"; done |
+    sort -n | awk '{ r[NR] = $2 } END { print r[int((NR + 1) / 2)] }')"
+  cat "$WORK/rows-$name-$median_run.tsv" >>"$ROWS"
+  cp "$WORK/section-$name-$median_run.md" "$WORK/section-$name.md"
+  if ((${#runs[@]} > 1)); then
+    rates="" cpus=""
+    for run in "${runs[@]}"; do
+      rates+="${rates:+, }$(figure "$WORK/rows-$name-$run.tsv" "messages/s")"
+      cpus+="${cpus:+, }$(figure "$WORK/rows-$name-$run.tsv" "worker CPU µs/message")"
+    done
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "runs: messages/s" "$rates (median run $median_run reported)" "—" "—" >>"$ROWS"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "runs: worker CPU µs/message" "$cpus" "—" "—" >>"$ROWS"
+    printf '\n%s runs of this scenario, one after the other (`BENCH_REPEAT=%s`); this section is the median run by messages/s (run %s). messages/s: %s. Worker CPU µs/message: %s.\n' \
+      "${#runs[@]}" "$REPEAT" "$median_run" "$rates" "$cpus" >>"$WORK/section-$name.md"
   fi
-  [[ -f $WORK/section-$name.md ]] && ran+=("$name")
+  ran+=("$name")
 done
 
 # --- Summary ------------------------------------------------------------------------------------
