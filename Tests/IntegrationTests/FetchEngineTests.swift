@@ -353,6 +353,47 @@ struct FetchEngineTests {
         try await origin.shutdown()
     }
 
+    @Test("with a completion queue, every completion runs there, small and large bodies alike")
+    func completionQueue() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let key = DispatchSpecificKey<Int>()
+        let queue = DispatchQueue(label: "test.completions", attributes: .concurrent)
+        queue.setSpecific(key: key, value: 7)
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue)
+        let large = FetchEngine.batchedCompletionBodyLimit + 1
+        let urls = (0..<40).map { $0 % 10 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
+            + [origin.url("/status/404")]
+        let results = await withTaskGroup(of: (FetchResponse, Bool).self) { group in
+            for url in urls {
+                group.addTask {
+                    await withCheckedContinuation { continuation in
+                        engine.fetch(FetchRequest(url: url)) { response in
+                            continuation.resume(returning: (response, DispatchQueue.getSpecific(key: key) == 7))
+                        }
+                    }
+                }
+            }
+            var all: [(FetchResponse, Bool)] = []
+            for await result in group { all.append(result) }
+            return all
+        }
+        #expect(results.count == urls.count)
+        #expect(results.allSatisfy { $0.1 }, "a completion ran outside the completion queue")
+        #expect(results.filter { $0.0.error == nil && $0.0.body == TestOrigin.okBody }.count == 36)
+        #expect(results.filter { $0.0.error == nil && $0.0.body.count == large }.count == 4)
+        #expect(results.filter { $0.0.error?.code == .httpError }.count == 1)
+        engine.shutdown()
+        // After shutdown a fetch completes at once with .aborted, still on the completion queue.
+        let late = await withCheckedContinuation { continuation in
+            engine.fetch(FetchRequest(url: origin.url("/ok.png"))) { response in
+                continuation.resume(returning: (response, DispatchQueue.getSpecific(key: key) == 7))
+            }
+        }
+        #expect(late.0.error?.code == .aborted)
+        #expect(late.1)
+        try await origin.shutdown()
+    }
+
     @Test("sequential fetches reuse the keep-alive connection")
     func connectionReuse() async throws {
         try await Self.withOrigin { origin, engine in

@@ -15,8 +15,9 @@ import Darwin
 /// repeated fetches from one origin reuse their keep-alive connections. Every new connection
 /// (each redirect hop included) passes the address policy before it connects.
 ///
-/// All methods may be called from any thread. Completions, inspectors and the address policy run
-/// on the fetch queue, one at a time; they must be quick and must not block.
+/// All methods may be called from any thread. Inspectors and the address policy run on the fetch
+/// queue, one at a time; they must be quick and must not block. Completions run there too, unless
+/// the engine was given a completion queue.
 public final class FetchEngine: Sendable {
     private let loop: FetchLoop
     private let nextID = Atomic<UInt64>(1)
@@ -33,14 +34,19 @@ public final class FetchEngine: Sendable {
     ///     nil allows every address.
     ///   - maxConnections: the size of the connection cache (`CURLMOPT_MAXCONNECTS`); give at
     ///     least the number of concurrent transfers so that keep-alive connections survive.
+    ///   - completionQueue: where completions run. The loop gathers the transfers that finish in
+    ///     one turn and hands the small ones over in a single block, so a burst of finished
+    ///     transfers wakes one thread instead of one each. nil: each runs on the fetch queue.
     public init(
         configuration: WorkerConfiguration.Fetch,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
-        maxConnections: Int = 1024
+        maxConnections: Int = 1024,
+        completionQueue: DispatchQueue? = nil
     ) throws(JobError) {
         do {
             loop = try FetchLoop(
-                configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections)
+                configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections,
+                completionQueue: completionQueue)
         } catch {
             throw JobError(.connectFailed, "libcurl could not be initialised: \(error.reason)")
         }
@@ -53,8 +59,13 @@ public final class FetchEngine: Sendable {
         shutdown()
     }
 
-    /// Starts a transfer; `completion` runs exactly once, on the fetch queue (it must not block:
-    /// hop to another queue for real work).
+    /// With a completion queue, the completions of one turn of the event loop whose bodies are at
+    /// most this many bytes run together in one block; a larger body gets a block of its own.
+    public static let batchedCompletionBodyLimit = FetchLoop.sharedBlockBodyLimit
+
+    /// Starts a transfer; `completion` runs exactly once: on the engine's completion queue when it
+    /// has one (several small responses to a block), else on the fetch queue, where it must not
+    /// block (hop to another queue for real work).
     ///
     /// After ``shutdown()`` the completion gets `.aborted` at once.
     @discardableResult
@@ -79,8 +90,9 @@ public final class FetchEngine: Sendable {
 
     /// Stops the engine after aborting everything; idempotent.
     ///
-    /// Returns once every completion has run, except when called on the fetch queue (from a
-    /// completion), where it cannot wait for itself; the loop then stops right after.
+    /// Returns once every completion has run (with a completion queue: has been handed to it),
+    /// except when called on the fetch queue (from a completion), where it cannot wait for
+    /// itself; the loop then stops right after.
     public func shutdown() {
         loop.send(.shutdown)
         if !loop.isOnLoopThread {

@@ -45,6 +45,8 @@ final class FetchLoop: @unchecked Sendable {
 
     private let configuration: WorkerConfiguration.Fetch
     private let addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?
+    /// Where completions run, in batches; nil: one by one on ``queue``.
+    private let completionQueue: DispatchQueue?
     private let multi: CurlMultiHandle
     private let inbox = Mutex(Inbox())
     /// `pthread_self()` of the loop while it runs, 0 otherwise.
@@ -55,6 +57,8 @@ final class FetchLoop: @unchecked Sendable {
     private var running: [UInt64: FetchTransfer] = [:]
     private var pool: [CurlEasyHandle] = []
     private let poolLimit: Int
+    /// Completions gathered during one turn of the loop, for ``completionQueue``.
+    private var finished: [(FetchTransfer, FetchResponse)] = []
 
     // Per-transfer settings, converted once.
     private let connectTimeoutMs: Int
@@ -69,10 +73,12 @@ final class FetchLoop: @unchecked Sendable {
     init(
         configuration: WorkerConfiguration.Fetch,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
-        maxConnections: Int
+        maxConnections: Int,
+        completionQueue: DispatchQueue? = nil
     ) throws(CurlError) {
         self.configuration = configuration
         self.addressPolicy = addressPolicy
+        self.completionQueue = completionQueue
         self.queue = DispatchQueue(label: "image-fetch-worker.fetch")
         self.multi = try CurlMultiHandle()
         self.poolLimit = max(maxConnections, 16)
@@ -118,7 +124,10 @@ final class FetchLoop: @unchecked Sendable {
     func submit(_ transfer: FetchTransfer) {
         active.add(1, ordering: .relaxed)
         if !send(.start(transfer)) {
-            queue.async { self.complete(transfer, FetchResponse(error: Self.abortedError)) }
+            queue.async {
+                self.complete(transfer, FetchResponse(error: Self.abortedError))
+                self.deliverFinished()
+            }
         }
     }
 
@@ -159,6 +168,7 @@ final class FetchLoop: @unchecked Sendable {
                 guard let pointer = CurlEasyHandleRef.transferPointer(handle) else { continue }
                 finish(FetchTransfer.from(pointer), result: result)
             }
+            deliverFinished()
             do {
                 try multi.poll(timeoutMilliseconds: Self.idleWaitMs)
             } catch {
@@ -166,6 +176,7 @@ final class FetchLoop: @unchecked Sendable {
             }
         }
         abortAll()
+        deliverFinished()
         pool.removeAll()
         loopThread.store(0, ordering: .relaxed)
         exited.leave()
@@ -389,7 +400,32 @@ final class FetchLoop: @unchecked Sendable {
 
     private func complete(_ transfer: FetchTransfer, _ response: FetchResponse) {
         active.subtract(1, ordering: .relaxed)
-        transfer.completion(response)
+        guard completionQueue != nil else { return transfer.completion(response) }
+        finished.append((transfer, response))
+    }
+
+    /// The largest body that shares a block on the completion queue with others; a larger one gets
+    /// a block of its own, so that hashing big bodies still spreads over the queue's threads.
+    static let sharedBlockBodyLimit = 256 << 10
+
+    /// Hands the completions of this turn of the loop to ``completionQueue``: small responses
+    /// together in one block (one wake-up of a thread instead of one each), large ones alone.
+    private func deliverFinished() {
+        guard let completionQueue, !finished.isEmpty else { return }
+        var shared: [(FetchTransfer, FetchResponse)] = []
+        for item in finished {
+            if item.1.body.count > Self.sharedBlockBodyLimit {
+                completionQueue.async { item.0.completion(item.1) }
+            } else {
+                shared.append(item)
+            }
+        }
+        finished.removeAll(keepingCapacity: true)
+        guard !shared.isEmpty else { return }
+        let batch = shared
+        completionQueue.async {
+            for (transfer, response) in batch { transfer.completion(response) }
+        }
     }
 }
 

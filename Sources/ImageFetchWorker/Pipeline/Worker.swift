@@ -58,7 +58,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             // Unknown address families are refused: the guard only allows what it can judge.
             guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
             return policy.deniedClass(of: ip)
-        }, maxConnections: configuration.worker.concurrency)
+        }, maxConnections: configuration.worker.concurrency, completionQueue: workQueue)
         switch configuration.storage.kind {
         case .file:
             self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
@@ -290,8 +290,9 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject($0) } ?? .accept
             }
         }
+        // Completions arrive on the work queue, several small ones to a block.
         fetchEngine.fetch(request) { response in
-            self.workQueue.async { self.fetched(context, job: job, response: response) }
+            self.fetched(context, job: job, response: response)
         }
     }
 

@@ -182,6 +182,11 @@ private final class OriginHandler: ChannelInboundHandler {
         switch parts.first ?? "" {
         case "ok.png":
             respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+        case "padded.png":
+            // `/padded.png?bytes=N`: the image followed by zero bytes, N bytes in all.
+            let size = max(Int(query["bytes"] ?? "") ?? 0, TestOrigin.okBody.count)
+            respond(context, .ok, contentType: "image/png",
+                    body: TestOrigin.okBody + [UInt8](repeating: 0, count: size - TestOrigin.okBody.count))
         case "slow":
             let ms = Int64(query["ms"] ?? "") ?? 100
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(ms)) {
