@@ -54,18 +54,13 @@ public struct Job: Sendable, Equatable {
 
     /// Decodes a delivery, or explains why it is not a job (`invalid_job`).
     public static func decode(_ delivery: Delivery) -> Result<Job, JobError> {
-        let body: Body
-        do {
-            body = try JSONDecoder().decode(Body.self, from: Data(delivery.body))
-        } catch DecodingError.dataCorrupted {
-            return .failure(JobError(.invalidJob, "the body is not a JSON object"))
-        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
-            return .failure(JobError(.invalidJob, "the body is not a JSON object"))
-        } catch {
-            return .failure(JobError(.invalidJob, "the body does not match the job schema (id: string, url: string, key: string)"))
+        let body: JobBodyScanner.Fields
+        switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {
+        case .success(let fields): body = fields
+        case .failure(let error): return .failure(error)
         }
         let properties = delivery.properties
-        guard let id = body.id?.text ?? properties.messageID, !id.isEmpty else {
+        guard let id = body.id ?? properties.messageID, !id.isEmpty else {
             return .failure(JobError(.invalidJob, "the job has no id (and no message_id property)"))
         }
         guard let url = body.url, !url.isEmpty else {
@@ -76,5 +71,21 @@ public struct Job: Sendable, Equatable {
             id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
             correlationID: properties.correlationID, attempt: max(attempt, 1),
             firstSeen: properties.headers["x-first-seen"]?.stringValue, redelivered: delivery.redelivered))
+    }
+
+    /// The full decoder, for every body the scanner leaves alone; also the reference it is
+    /// tested against.
+    static func decodeBody(_ bytes: [UInt8]) -> Result<JobBodyScanner.Fields, JobError> {
+        let body: Body
+        do {
+            body = try JSONDecoder().decode(Body.self, from: Data(bytes))
+        } catch DecodingError.dataCorrupted {
+            return .failure(JobError(.invalidJob, "the body is not a JSON object"))
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            return .failure(JobError(.invalidJob, "the body is not a JSON object"))
+        } catch {
+            return .failure(JobError(.invalidJob, "the body does not match the job schema (id: string, url: string, key: string)"))
+        }
+        return .success(JobBodyScanner.Fields(id: body.id?.text, url: body.url, key: body.key))
     }
 }
