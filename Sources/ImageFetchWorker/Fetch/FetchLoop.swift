@@ -36,7 +36,7 @@ final class FetchLoop: @unchecked Sendable {
         var stopping = false
     }
 
-    /// The serial queue the loop and every completion run on.
+    /// The serial queue the loop runs on, and the completions too unless there is a completion queue.
     let queue: DispatchQueue
     /// Transfers accepted and not yet completed.
     let active = Atomic<Int>(0)
