@@ -224,7 +224,9 @@ final class FetchLoop: @unchecked Sendable {
             easy = pooled
         } else {
             do {
+                // Pooled handles get their buffer size back in release(_:of:), after the reset.
                 easy = try CurlEasyHandle()
+                try easy.set(CURLOPT_BUFFERSIZE, receiveBufferBytes)
             } catch {
                 complete(transfer, FetchResponse(error: Self.setupError(error)))
                 return
@@ -267,7 +269,6 @@ final class FetchLoop: @unchecked Sendable {
             try easy.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedTime)
         }
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
-        try easy.set(CURLOPT_BUFFERSIZE, receiveBufferBytes)
         try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(configuration.maxBytes))
 
         var headers = request.headers
