@@ -34,6 +34,9 @@ enum JobBodyScanner {
     }
 
     private struct Cursor {
+        /// More keys than this and the body goes to the decoder.
+        static let maxKeys = 32
+
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
 
@@ -49,8 +52,9 @@ enum JobBodyScanner {
             while true {
                 skipSpace()
                 guard let name = string() else { return nil }
-                // A repeated key: leave it to the decoder's rules.
-                guard !seen.contains(name) else { return nil }
+                // A repeated key: leave it to the decoder's rules. Many keys: the decoder too, so
+                // that this linear search never becomes quadratic work on a hostile body.
+                guard !seen.contains(name), seen.count < Self.maxKeys else { return nil }
                 seen.append(name)
                 skipSpace()
                 guard take(UInt8(ascii: ":")) else { return nil }
