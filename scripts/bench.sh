@@ -234,6 +234,8 @@ output = \"/dev/null\"" | head -n $((2 * n)) | curl -s --parallel --parallel-max
 ROWS="$WORK/rows.tsv"
 : >"$ROWS"
 REPEAT="${BENCH_REPEAT:-1}"
+# The first number of a figure's value in a rows file, without thousands separators ("7,044" -> 7044).
+figure() { awk -F'\t' -v f="$2" '$2 == f { if (match($3, /[0-9][0-9,]*(\.[0-9]+)?/)) { v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v; exit } }' "$1"; }
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive number, not '$REPEAT'"
 failed=()
 ran=()
@@ -282,8 +284,6 @@ for spec in "${requested[@]}"; do
     fi
   done
   ((${#runs[@]} > 0)) || continue
-  # The first number of a row's value, without thousands separators ("7,044" -> 7044).
-  figure() { awk -F'\t' -v f="$2" '$2 == f { if (match($3, /[0-9][0-9,]*(\.[0-9]+)?/)) { v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v; exit } }' "$1"; }
   median_run="$(for run in "${runs[@]}"; do echo "$(figure "$WORK/rows-$name-$run.tsv" "messages/s") $run"; done |
     sort -n | awk '{ r[NR] = $2 } END { print r[int((NR + 1) / 2)] }')"
   cat "$WORK/rows-$name-$median_run.tsv" >>"$ROWS"

@@ -413,17 +413,12 @@ final class FetchLoop: @unchecked Sendable {
     /// together in one block (one wake-up of a thread instead of one each), large ones alone.
     private func deliverFinished() {
         guard let completionQueue, !finished.isEmpty else { return }
-        var shared: [(FetchTransfer, FetchResponse)] = []
-        for item in finished {
-            if item.1.body.count > Self.sharedBlockBodyLimit {
-                completionQueue.async { item.0.completion(item.1) }
-            } else {
-                shared.append(item)
-            }
+        for (transfer, response) in finished where response.body.count > Self.sharedBlockBodyLimit {
+            completionQueue.async { transfer.completion(response) }
         }
+        let batch = finished.filter { $0.1.body.count <= Self.sharedBlockBodyLimit }
         finished.removeAll(keepingCapacity: true)
-        guard !shared.isEmpty else { return }
-        let batch = shared
+        guard !batch.isEmpty else { return }
         completionQueue.async {
             for (transfer, response) in batch { transfer.completion(response) }
         }

@@ -28,7 +28,8 @@ enum JobBodyScanner {
 
     private enum Value {
         case string(String)
-        case integer(Int64, text: String)
+        /// In the decoder's spelling (`-0` is `0`).
+        case integer(String)
         case literal
         case null
     }
@@ -64,7 +65,7 @@ enum JobBodyScanner {
                 case "id":
                     switch value {
                     case .string(let text): fields.id = text
-                    case .integer(_, let text): fields.id = text
+                    case .integer(let text): fields.id = text
                     case .null: fields.id = nil
                     case .literal: return nil
                     }
@@ -138,7 +139,7 @@ enum JobBodyScanner {
             }
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
             guard let number = Int64(text) else { return nil }
-            return .integer(number, text: String(number))
+            return .integer(String(number))
         }
 
         mutating func word(_ literal: StaticString) -> Bool {
