@@ -4,13 +4,16 @@
 #
 #   scripts/bench.sh                      png32 and slow256 (issue 2's (a) and (b))
 #   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
-#   scripts/bench.sh all                  png32 slow256 slow1024 jpeg16 png32-files (not soak: it is long)
+#   scripts/bench.sh all                  png32 floor32 slow256 slow1024 jpeg16 png32-files (not soak: it is long)
+#   scripts/bench.sh png32 floor32 png32 floor32   the worker and the C floor, alternating
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
 #   scripts/bench.sh --list               the scenario names
 #   make bench ARGS="png32 soak"          the same through make
 #
 # Scenarios (see Sources/image-fetch-bench/Scenario.swift):
 #   png32     12 KB PNG from nginx, concurrency 32, 100,000 jobs   msgs/s, CPU µs/msg, peak RSS
+#   floor32   png32's job done by the C floor of issue 6 (Benchmarks/Floor/floor.c: one thread,
+#             rabbitmq-c and libcurl), to read png32 against on the same machine in the same minutes
 #   png32-files  the same with a new file per job (each job its own storage key), 60,000 jobs
 #   slow256   100 ms origin, concurrency 256, 30,000 jobs         efficiency = rate ÷ 2,560/s
 #   slow1024  100 ms origin, concurrency 1,024, 80,000 jobs       msgs/s, peak RSS, threads
@@ -65,7 +68,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 png32-files slow256 slow1024 jpeg16 soak)
+all_names=(png32 floor32 png32-files slow256 slow1024 jpeg16 soak)
 requested=()
 for arg in "$@"; do
   case "$arg" in
@@ -74,7 +77,7 @@ for arg in "$@"; do
       for n in "${all_names[@]}"; do echo "$n"; done
       exit 0
       ;;
-    all) requested+=(png32 slow256 slow1024 jpeg16 png32-files) ;; # png32-files last: its writeback slows what follows
+    all) requested+=(png32 floor32 slow256 slow1024 jpeg16 png32-files) ;; # png32-files last: its writeback slows what follows
     *)
       name="${arg%%:*}"
       [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
@@ -95,12 +98,13 @@ RESULTS_MODE="${BENCH_RESULTS:-during}"
 
 # --- Dependencies -------------------------------------------------------------------------------
 scripts/deps.sh
-# The benchmark's own tools, not needed to build or test: wrk (the JPEG origin's own rate) and
-# cjpeg (libjpeg-turbo-progs, to make the 3 MB JPEG). Without them jpeg16 falls back to curl, or
-# is skipped.
+# The benchmark's own tools, not needed to build or test: wrk (the JPEG origin's own rate), cjpeg
+# (libjpeg-turbo-progs, to make the 3 MB JPEG) and OpenSSL's headers (the C floor's SHA-256).
+# Without them jpeg16 falls back to curl, or is skipped, and floor32 is skipped.
 bench_packages=()
 command -v wrk >/dev/null 2>&1 || bench_packages+=(wrk)
 command -v cjpeg >/dev/null 2>&1 || bench_packages+=(libjpeg-turbo-progs)
+[[ -f /usr/include/openssl/sha.h ]] || bench_packages+=(libssl-dev)
 if ((${#bench_packages[@]} > 0)); then
   sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
@@ -248,6 +252,19 @@ for spec in "${requested[@]}"; do
     jobs_args=(--jobs "$BENCH_JOBS")
   fi
   extra=()
+  worker="${BENCH_WORKER:-$BIN/image-fetch-worker}"
+  if [[ $name == floor32 ]]; then
+    # The C floor, built here (it is not part of the Swift package): cc, or the toolchain's clang.
+    worker="$WORK/ifw-floor"
+    if [[ ! -x $worker ]]; then
+      compiler="$(command -v cc || command -v clang || true)"
+      if [[ -z $compiler ]] || ! "$compiler" -O2 -o "$worker" Benchmarks/Floor/floor.c -lrabbitmq -lcurl -lcrypto; then
+        say "floor32 skipped: cannot build Benchmarks/Floor/floor.c (needs a C compiler and libssl-dev)"
+        printf '%s\t%s\t%s\t%s\t%s\n' floor32 skipped "no C floor build" "—" "?" >>"$ROWS"
+        continue
+      fi
+    fi
+  fi
   if [[ $name == jpeg16 ]]; then
     if [[ ! -f $WORK/www/bench.jpg ]]; then
       say "jpeg16 skipped: no cjpeg to make the JPEG (apt-get install libjpeg-turbo-progs)"
@@ -264,7 +281,7 @@ for spec in "${requested[@]}"; do
   for ((run = 1; run <= REPEAT; run++)); do
     say "scenario $spec$( ((REPEAT > 1)) && echo ", run $run of $REPEAT") (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     if "$BIN/image-fetch-bench" run "$name" "${jobs_args[@]}" "${extra[@]}" \
-      --worker "${BENCH_WORKER:-$BIN/image-fetch-worker}" --amqp "$AMQP_URL" \
+      --worker "$worker" --amqp "$AMQP_URL" \
       --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
       --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$WORK/rows-$name-$run.tsv" \
       --markdown "$WORK/section-$name-$run.md" \
@@ -301,6 +318,18 @@ for spec in "${requested[@]}"; do
   fi
   ran+=("$name")
 done
+
+# png32 against the C floor, when both ran in this invocation: the medians of their runs.
+median_of() {
+  awk -F'\t' -v s="$1" -v f="$2" '$1 == s && $2 == f { if (match($3, /[0-9][0-9,]*(\.[0-9]+)?/)) { v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v } }' "$ROWS" |
+    sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'
+}
+w_rate="$(median_of png32 "messages/s")" f_rate="$(median_of floor32 "messages/s")"
+w_cpu="$(median_of png32 "worker CPU µs/message")" f_cpu="$(median_of floor32 "worker CPU µs/message")"
+if [[ -n $w_rate && -n $f_rate && -n $w_cpu && -n $f_cpu ]]; then
+  printf '%s\t%s\t%s\t%s\t%s\n' png32 "against the C floor (floor32, this run)" \
+    "$(awk -v a="$w_rate" -v b="$f_rate" -v c="$w_cpu" -v d="$f_cpu" 'BEGIN { printf "%.0f %% of its messages/s, %.2f × its CPU per message", a / b * 100, c / d }')" "—" "—" >>"$ROWS"
+fi
 
 # --- Summary ------------------------------------------------------------------------------------
 echo

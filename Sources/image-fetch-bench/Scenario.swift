@@ -25,6 +25,8 @@ struct Scenario: Sendable {
     static let all: [Scenario] = [
         Scenario(name: "png32", title: "12 KB PNG, fast origin (nginx), concurrency 32",
                  concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
+        Scenario(name: "floor32", title: "png32's job done by the C floor (Benchmarks/Floor/floor.c: one thread, rabbitmq-c and libcurl), concurrency 32",
+                 concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
         Scenario(name: "png32-files", title: "12 KB PNG, fast origin (nginx), concurrency 32, a new file per job",
                  concurrency: 32, defaultJobs: 60_000, origin: .fastPNG, newFilePerJob: true),
         Scenario(name: "slow256", title: "100 ms origin, concurrency 256",
