@@ -353,13 +353,23 @@ struct FetchEngineTests {
         try await origin.shutdown()
     }
 
-    @Test("with a completion queue, every completion runs there, small and large bodies alike")
+    @Test("with a completion queue, every completion runs there, small and large bodies alike, inside runBatch")
     func completionQueue() async throws {
         let origin = try await TestOrigin.start(threads: 2)
         let key = DispatchSpecificKey<Int>()
         let queue = DispatchQueue(label: "test.completions", attributes: .concurrent)
         queue.setSpecific(key: key, value: 7)
-        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue)
+        // The threads inside runBatch right now; a completion must run on one of them.
+        let inside = ThreadsInside()
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
+                                     runBatch: { block in
+                                         inside.enter()
+                                         block()
+                                         inside.leave()
+                                     })
+        let onCompletionQueue: @Sendable () -> Bool = {
+            DispatchQueue.getSpecific(key: key) == 7 && inside.containsCurrentThread
+        }
         let large = FetchEngine.batchedCompletionBodyLimit + 1
         let urls = (0..<40).map { $0 % 10 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
             + [origin.url("/status/404")]
@@ -368,7 +378,7 @@ struct FetchEngineTests {
                 group.addTask {
                     await withCheckedContinuation { continuation in
                         engine.fetch(FetchRequest(url: url)) { response in
-                            continuation.resume(returning: (response, DispatchQueue.getSpecific(key: key) == 7))
+                            continuation.resume(returning: (response, onCompletionQueue()))
                         }
                     }
                 }
@@ -378,7 +388,7 @@ struct FetchEngineTests {
             return all
         }
         #expect(results.count == urls.count)
-        #expect(results.allSatisfy { $0.1 }, "a completion ran outside the completion queue")
+        #expect(results.allSatisfy { $0.1 }, "a completion ran outside the completion queue or outside runBatch")
         #expect(results.filter { $0.0.error == nil && $0.0.body == TestOrigin.okBody }.count == 36)
         #expect(results.filter { $0.0.error == nil && $0.0.body.count == large }.count == 4)
         #expect(results.filter { $0.0.error?.code == .httpError }.count == 1)
@@ -386,7 +396,7 @@ struct FetchEngineTests {
         // After shutdown a fetch completes at once with .aborted, still on the completion queue.
         let late = await withCheckedContinuation { continuation in
             engine.fetch(FetchRequest(url: origin.url("/ok.png"))) { response in
-                continuation.resume(returning: (response, DispatchQueue.getSpecific(key: key) == 7))
+                continuation.resume(returning: (response, onCompletionQueue()))
             }
         }
         #expect(late.0.error?.code == .aborted)
@@ -433,4 +443,12 @@ struct FetchEngineTests {
         #expect(response.error?.code == .aborted)
         #expect(engine.activeTransfers == 0)
     }
+}
+
+/// The threads that are inside a block right now (for FetchEngineTests.completionQueue).
+private final class ThreadsInside: Sendable {
+    private let depth = Mutex<[pthread_t: Int]>([:])
+    func enter() { depth.withLock { $0[pthread_self(), default: 0] += 1 } }
+    func leave() { depth.withLock { $0[pthread_self(), default: 0] -= 1 } }
+    var containsCurrentThread: Bool { depth.withLock { $0[pthread_self(), default: 0] > 0 } }
 }

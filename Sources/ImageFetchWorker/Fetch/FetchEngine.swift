@@ -37,16 +37,19 @@ public final class FetchEngine: Sendable {
     ///   - completionQueue: where completions run. The loop gathers the transfers that finish in
     ///     one turn and hands the small ones over in a single block, so a burst of finished
     ///     transfers wakes one thread instead of one each. nil: each runs on the fetch queue.
+    ///   - runBatch: wraps each block of completions on `completionQueue` (the worker gathers
+    ///     the wake-ups of a block there, see `CompletionBatch`); by default it just runs it.
     public init(
         configuration: WorkerConfiguration.Fetch,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
         maxConnections: Int = 1024,
-        completionQueue: DispatchQueue? = nil
+        completionQueue: DispatchQueue? = nil,
+        runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
     ) throws(JobError) {
         do {
             loop = try FetchLoop(
                 configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections,
-                completionQueue: completionQueue)
+                completionQueue: completionQueue, runBatch: runBatch)
         } catch {
             throw JobError(.connectFailed, "libcurl could not be initialised: \(error.reason)")
         }

@@ -47,6 +47,8 @@ final class FetchLoop: @unchecked Sendable {
     private let addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?
     /// Where completions run, in batches; nil: one by one on ``queue``.
     private let completionQueue: DispatchQueue?
+    /// Wraps each block of completions on ``completionQueue``.
+    private let runBatch: @Sendable (_ block: () -> Void) -> Void
     private let multi: CurlMultiHandle
     private let inbox = Mutex(Inbox())
     /// `pthread_self()` of the loop while it runs, 0 otherwise.
@@ -74,11 +76,13 @@ final class FetchLoop: @unchecked Sendable {
         configuration: WorkerConfiguration.Fetch,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
         maxConnections: Int,
-        completionQueue: DispatchQueue? = nil
+        completionQueue: DispatchQueue? = nil,
+        runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
     ) throws(CurlError) {
         self.configuration = configuration
         self.addressPolicy = addressPolicy
         self.completionQueue = completionQueue
+        self.runBatch = runBatch
         self.queue = DispatchQueue(label: "image-fetch-worker.fetch")
         self.multi = try CurlMultiHandle()
         self.poolLimit = max(maxConnections, 16)
@@ -413,14 +417,17 @@ final class FetchLoop: @unchecked Sendable {
     /// together in one block (one wake-up of a thread instead of one each), large ones alone.
     private func deliverFinished() {
         guard let completionQueue, !finished.isEmpty else { return }
+        let runBatch = self.runBatch
         for (transfer, response) in finished where response.body.count > Self.sharedBlockBodyLimit {
-            completionQueue.async { transfer.completion(response) }
+            completionQueue.async { runBatch { transfer.completion(response) } }
         }
         let batch = finished.filter { $0.1.body.count <= Self.sharedBlockBodyLimit }
         finished.removeAll(keepingCapacity: true)
         guard !batch.isEmpty else { return }
         completionQueue.async {
-            for (transfer, response) in batch { transfer.completion(response) }
+            runBatch {
+                for (transfer, response) in batch { transfer.completion(response) }
+            }
         }
     }
 }

@@ -58,7 +58,8 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             // Unknown address families are refused: the guard only allows what it can judge.
             guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
             return policy.deniedClass(of: ip)
-        }, maxConnections: configuration.worker.concurrency, completionQueue: workQueue)
+        }, maxConnections: configuration.worker.concurrency, completionQueue: workQueue,
+        runBatch: { CompletionBatch.run($0) })
         switch configuration.storage.kind {
         case .file:
             self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
@@ -251,7 +252,8 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     private func releaseSlot(_ context: JobContext) {
         guard !context.slotReleased else { return }
         context.slotReleased = true
-        semaphore.signal()
+        // At the end of the block of completions this runs in, with the others (one wake-up).
+        CompletionBatch.signal(semaphore)
     }
 
     private func process(_ context: JobContext) {
@@ -510,7 +512,8 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                                    ifUnconfirmed: Unconfirmed = .requeue,
                                    onConfirmed: @escaping @Sendable (Bool) -> Void) {
         let delivery = context.delivery
-        session.queue.async { [self] in
+        // Inside a block of completions, the publishes of the block go to the channel queue together.
+        CompletionBatch.async(on: session.queue) { [self] in
             let tally = PublishTally(remaining: messages.count)
             let publishedAt = DispatchTime.now().uptimeNanoseconds
             for message in messages {
