@@ -238,8 +238,13 @@ output = \"/dev/null\"" | head -n $((2 * n)) | curl -s --parallel --parallel-max
 ROWS="$WORK/rows.tsv"
 : >"$ROWS"
 REPEAT="${BENCH_REPEAT:-1}"
-# The first number of a figure's value in a rows file, without thousands separators ("7,044" -> 7044).
-figure() { awk -F'\t' -v f="$2" '$2 == f { if (match($3, /[0-9][0-9,]*(\.[0-9]+)?/)) { v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v; exit } }' "$1"; }
+# The first number in each value of figure $2 in the rows file $1, without thousands separators
+# ("7,044" -> 7044); only scenario $3's rows if given; only the first value if $4 is set.
+numbers() {
+  awk -F'\t' -v f="$2" -v s="${3:-}" -v first="${4:-}" '$2 == f && (s == "" || $1 == s) && match($3, /[0-9][0-9,]*(\.[0-9]+)?/) {
+    v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v; if (first != "") exit }' "$1"
+}
+figure() { numbers "$1" "$2" "" first; }
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive number, not '$REPEAT'"
 failed=()
 ran=()
@@ -320,10 +325,7 @@ for spec in "${requested[@]}"; do
 done
 
 # png32 against the C floor, when both ran in this invocation: the medians of their runs.
-median_of() {
-  awk -F'\t' -v s="$1" -v f="$2" '$1 == s && $2 == f { if (match($3, /[0-9][0-9,]*(\.[0-9]+)?/)) { v = substr($3, RSTART, RLENGTH); gsub(/,/, "", v); print v } }' "$ROWS" |
-    sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'
-}
+median_of() { numbers "$ROWS" "$2" "$1" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 w_rate="$(median_of png32 "messages/s")" f_rate="$(median_of floor32 "messages/s")"
 w_cpu="$(median_of png32 "worker CPU µs/message")" f_cpu="$(median_of floor32 "worker CPU µs/message")"
 if [[ -n $w_rate && -n $f_rate && -n $w_cpu && -n $f_cpu ]]; then
