@@ -359,7 +359,6 @@ int main(int argc, char **argv) {
     slots[i].easy = easy;
   }
 
-  int active = 0;
   while (!stopping) {
     // Start a transfer for every waiting delivery that has a free slot.
     for (int i = 0; i < concurrency && waiting_count > 0; i++) {
@@ -371,7 +370,6 @@ int main(int argc, char **argv) {
       slots[i].busy = 1;
       curl_easy_setopt(slots[i].easy, CURLOPT_URL, slots[i].job.url);
       if (curl_multi_add_handle(multi, slots[i].easy) != CURLM_OK) die("curl_multi_add_handle", NULL);
-      active++;
     }
     struct curl_waitfd broker = {.fd = fd, .events = CURL_WAIT_POLLIN, .revents = 0};
     int ready = 0;
@@ -386,13 +384,11 @@ int main(int argc, char **argv) {
       curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&s);
       CURLcode code = message->data.result;
       curl_multi_remove_handle(multi, message->easy_handle);
-      active--;
       finish(s, code);
     }
     read_frames();
     ack_confirmed();
   }
-  (void)active;
   amqp_channel_close(conn, CHANNEL, AMQP_REPLY_SUCCESS);
   amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
   amqp_destroy_connection(conn);
