@@ -19,6 +19,15 @@ enum ProcStats {
         return (user + system) / ticksPerSecond
     }
 
+    /// Minor page faults of the whole process so far (field 10 of /proc/PID/stat), or nil when the
+    /// process is gone: how often the kernel had to map and zero a fresh page for it.
+    static func minorFaults(pid: Int32) -> Double? {
+        guard let text = read("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 7 else { return nil }
+        return Double(fields[7])
+    }
+
     /// Sum of `cpuSeconds` over several processes (missing ones count 0).
     static func cpuSeconds(pids: [Int32]) -> Double {
         pids.reduce(0) { $0 + (cpuSeconds(pid: $1) ?? 0) }

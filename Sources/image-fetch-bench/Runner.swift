@@ -47,6 +47,7 @@ struct Figure {
 struct Reading: Sendable {
     var time: UInt64 = 0
     var workerCPU = 0.0
+    var workerFaults = 0.0
     var watchedCPU: [Double] = []
     var driverCPU = 0.0
     var machine: (busy: Double, total: Double) = (0, 0)
@@ -79,6 +80,7 @@ final class Runner: @unchecked Sendable {
         let pid = workerPID.load(ordering: .relaxed)
         return Reading(time: DispatchTime.now().uptimeNanoseconds,
                        workerCPU: ProcStats.cpuSeconds(pid: pid) ?? 0,
+                       workerFaults: ProcStats.minorFaults(pid: pid) ?? 0,
                        watchedCPU: options.watch.map { ProcStats.cpuSeconds(pids: $0.pids) },
                        driverCPU: ProcStats.cpuSeconds(pid: getpid()) ?? 0,
                        machine: ProcStats.machineTicks())
@@ -318,6 +320,8 @@ final class Runner: @unchecked Sendable {
             default:
                 break
             }
+            let faults = (done.workerFaults - warm.workerFaults) / Double(counted)
+            figures.append(Figure(name: "worker page faults/message", value: String(format: "%.2f", faults)))
             // Peak RSS: issue 2 wants < 64 MB for (a) and (b); issue 6 ≤ 48 MB at concurrency 1,024.
             var rssTarget = "—", rssMet = "—"
             if scenario.name == "png32" || scenario.name == "slow256" {
