@@ -19,6 +19,7 @@
 #include <openssl/sha.h>
 #include <poll.h>
 #include <signal.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,6 +309,9 @@ static void finish(slot *s, CURLcode code) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "run") != 0) die("usage: ifw-floor run (configured by the environment)", NULL);
+  /* As the worker does (MallocRetention): keep freed buffers for the next job instead of handing
+     them back to the kernel and faulting them in again (1.7 page faults per job without it). */
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 32 << 20) != 1) die("mallopt refused", NULL);
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
   signal(SIGPIPE, SIG_IGN);

@@ -1,4 +1,8 @@
 #include "CShims.h"
+#include <limits.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 CURLcode ifw_easy_setopt_long(CURL *easy, CURLoption option, long value) {
     return curl_easy_setopt(easy, option, value);
@@ -53,4 +57,15 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
                                       const char *user, const char *password) {
     return amqp_login_with_properties(state, vhost, channel_max, frame_max, heartbeat, client_properties,
                                       AMQP_SASL_METHOD_PLAIN, user, password);
+}
+
+int ifw_malloc_retain_freed(size_t bytes) {
+#if defined(__GLIBC__)
+    if (bytes > INT_MAX) return 0;
+    if (mallopt(M_MMAP_THRESHOLD, (int)bytes) != 1) return 0;
+    return mallopt(M_TRIM_THRESHOLD, (int)bytes) == 1 ? 1 : 0;
+#else
+    (void)bytes;
+    return -1;
+#endif
 }

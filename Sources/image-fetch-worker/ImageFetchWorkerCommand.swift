@@ -23,9 +23,13 @@ struct Run: ParsableCommand {
     var settings: [String] = []
 
     func run() throws {
+        let environment = ProcessInfo.processInfo.environment
+        // Before the worker allocates anything: keep freed buffers for the next job.
+        let retention = MallocRetention.apply(environment: environment)
         let configuration = loadConfiguration(settings)
         LoggingSetup.bootstrap(configuration.log)
         let logger = Logger(label: "image-fetch-worker")
+        logger.debug("malloc thresholds", metadata: ["retention": "\(retention)"])
         let worker: Worker
         do {
             worker = try Worker(configuration: configuration, logger: logger)

@@ -5,7 +5,8 @@
  * Typed, non-variadic wrappers around the variadic C APIs that Swift cannot call:
  * curl_easy_setopt, curl_easy_getinfo, curl_multi_setopt and amqp_login_with_properties.
  * Each wrapper fixes the type of the variadic argument, so a call from Swift is checked
- * by the compiler instead of being reinterpreted by va_arg.
+ * by the compiler instead of being reinterpreted by va_arg. At the end, glibc's mallopt, whose
+ * header Swift's Glibc module does not import.
  */
 
 #include <stddef.h>
@@ -55,5 +56,14 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
                                       int frame_max, int heartbeat,
                                       const amqp_table_t *_Nullable client_properties,
                                       const char *user, const char *password);
+
+/*
+ * glibc malloc: serve blocks up to `bytes` from the heap instead of mmap, and keep up to `bytes`
+ * of free memory at the top of a heap instead of handing it back to the kernel at once
+ * (mallopt M_MMAP_THRESHOLD and M_TRIM_THRESHOLD). Returns 1 when both were applied, 0 when
+ * mallopt refused one (glibc caps the mmap threshold at 32 MiB on 64-bit), -1 where the C
+ * library is not glibc.
+ */
+int ifw_malloc_retain_freed(size_t bytes);
 
 #endif

@@ -1,0 +1,54 @@
+import CShims
+
+/// Keeps the memory that each job frees for the next job, instead of handing it back to the kernel
+/// and faulting it in again.
+///
+/// Every job allocates and frees the same large blocks: libcurl 7.88 allocates a transfer's receive
+/// buffer (`CURLOPT_BUFFERSIZE`, 128 KiB at concurrency 32) when the transfer starts and frees it
+/// when it ends, and the body buffer is as large as the image. With glibc's defaults a block of
+/// 128 KiB or more is an `mmap` of its own until the first one is freed, and the free top of a heap
+/// goes back to the kernel as soon as it passes 128 KiB (or twice the largest block freed so far).
+/// Either way the next job's buffer lands on fresh pages, and the kernel faults and zeroes them
+/// while libcurl receives into them: 1.5 to 3 page faults per 12 KB image at concurrency 32, and
+/// about 160 per 3 MB JPEG, with the page-table shootdowns that go with them in a threaded process.
+///
+/// ``apply(environment:)`` raises both thresholds to ``bytes``, so the blocks come from the heap
+/// and a freed block stays there for the next allocation of its size. The cost is that up to
+/// ``bytes`` of free memory per malloc arena can stay mapped after a burst. The peak changes
+/// little, because that memory was in use at the burst's height (docs/benchmarks.md has the
+/// figures).
+///
+/// An operator who sets either threshold in `GLIBC_TUNABLES` keeps that setting.
+public enum MallocRetention {
+    /// 32 MiB, the largest mmap threshold glibc accepts on 64-bit Linux: a body up to that size
+    /// comes from the heap, and a heap keeps up to that much free memory at its top.
+    public static let bytes = 32 << 20
+
+    /// The `GLIBC_TUNABLES` entries that set what ``apply(environment:)`` would.
+    static let tunables = ["glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold"]
+
+    /// What ``apply(environment:)`` did.
+    public enum Outcome: Equatable, Sendable {
+        /// Both thresholds are now ``MallocRetention/bytes``.
+        case applied
+        /// `GLIBC_TUNABLES` sets a threshold; the operator's choice stands.
+        case leftToTunables
+        /// The C library is not glibc, or glibc refused the value.
+        case unsupported
+    }
+
+    /// Whether the environment leaves the thresholds to the worker.
+    static func isLeftToWorker(environment: [String: String]) -> Bool {
+        guard let tunables = environment["GLIBC_TUNABLES"] else { return true }
+        let names = tunables.split(separator: ":").map { $0.split(separator: "=", maxSplits: 1).first ?? "" }
+        return !names.contains { name in Self.tunables.contains { $0 == name } }
+    }
+
+    /// Raises glibc malloc's mmap and trim thresholds to ``bytes``, unless `GLIBC_TUNABLES` sets
+    /// either of them. Process-wide: call it once at start-up, before the worker allocates.
+    @discardableResult
+    public static func apply(environment: [String: String]) -> Outcome {
+        guard isLeftToWorker(environment: environment) else { return .leftToTunables }
+        return ifw_malloc_retain_freed(bytes) == 1 ? .applied : .unsupported
+    }
+}

@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Testing
+@testable import ImageFetchWorker
+
+@Suite struct MallocRetentionTests {
+    @Test func withoutTunablesTheWorkerSetsTheThresholds() {
+        #expect(MallocRetention.isLeftToWorker(environment: [:]))
+        #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2"]))
+        #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold_x=1"]))
+    }
+
+    @Test(arguments: [
+        "glibc.malloc.mmap_threshold=131072",
+        "glibc.malloc.trim_threshold=0",
+        "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576",
+    ])
+    func anOperatorsThresholdStands(tunables: String) {
+        #expect(!MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": tunables]))
+        #expect(MallocRetention.apply(environment: ["GLIBC_TUNABLES": tunables]) == .leftToTunables)
+    }
+
+    #if canImport(Glibc)
+    /// Freed blocks are reused instead of being faulted in again: eight 1 MiB blocks, freed and
+    /// allocated again, touch no new pages. With glibc's defaults the 8 MiB free at the top of the
+    /// heap pass the trim threshold and go back to the kernel, and the second round faults them in.
+    @Test func freedBlocksAreReusedWithoutPageFaults() {
+        #expect(MallocRetention.apply(environment: [:]) == .applied)
+        let size = 1 << 20
+        // RUSAGE_THREAD (1, Linux): Swift's Glibc module does not import it.
+        let thisThread = __rusage_who_t(1)
+        func round() -> Int {
+            var before = rusage()
+            getrusage(thisThread, &before)
+            let blocks = (0..<8).map { _ in malloc(size)! }
+            for block in blocks { memset(block, 1, size) }
+            for block in blocks.reversed() { free(block) }
+            var after = rusage()
+            getrusage(thisThread, &after)
+            return after.ru_minflt - before.ru_minflt
+        }
+        _ = round()
+        let faults = round()
+        #expect(faults < 256, "8 MiB is 2,048 pages; \(faults) were faulted in again")
+    }
+    #endif
+}
