@@ -637,15 +637,21 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 }
 
 extension Digest {
-    /// Lowercase hex.
+    /// Lowercase hex, written straight into the string's storage (one allocation).
     var hexString: String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(Self.byteCount * 2)
-        for byte in self {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+        String(unsafeUninitializedCapacity: Self.byteCount * 2) { out in
+            var index = 0
+            for byte in self {
+                out[index] = Self.hexDigit(byte >> 4)
+                out[index + 1] = Self.hexDigit(byte & 0x0F)
+                index += 2
+            }
+            return index
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }
