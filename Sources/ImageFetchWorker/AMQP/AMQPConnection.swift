@@ -32,6 +32,8 @@ public final class AMQPConnection {
     let state: amqp_connection_state_t
     private var socket: OpaquePointer?
     private(set) var isOpen = false
+    /// The C memory of a publish's properties, reused by every publish (see ``publish(channel:_:)``).
+    private let publishArena = AMQPArena()
 
     /// Creates an unconnected connection.
     public init() throws(AMQPError) {
@@ -222,7 +224,8 @@ public final class AMQPConnection {
 
     /// Publishes a message. The confirm arrives later as a frame.
     public func publish(channel: UInt16, _ message: OutboundMessage) throws(AMQPError) {
-        let arena = AMQPArena()
+        let arena = publishArena
+        defer { arena.reset() }
         var properties = message.properties.encode(in: arena)
         let status = message.body.withUnsafeBytes { body -> Int32 in
             let bytes = amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))

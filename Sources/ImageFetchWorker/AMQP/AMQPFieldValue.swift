@@ -27,43 +27,84 @@ public enum AMQPFieldValue: Sendable, Hashable {
     }
 }
 
-/// Owns the C memory that an encoded `amqp_table_t` points into, for the duration of one call.
+/// Owns the C memory that encoded `amqp_bytes_t` and `amqp_table_t` values point into, for the
+/// duration of one call.
 ///
 /// rabbitmq-c reads tables by pointer and copies them onto the wire inside the call that takes
-/// them, so the arena only has to outlive that call.
+/// them, so the arena only has to outlive that call. It hands out memory from a chunk by bumping an
+/// offset; ``reset()`` makes the first chunk reusable, so an arena kept for every publish on a
+/// connection allocates nothing once its chunk is large enough.
 final class AMQPArena {
-    private var allocations: [UnsafeMutableRawPointer] = []
+    private var chunks: [(base: UnsafeMutableRawPointer, capacity: Int)] = []
+    private var used = 0
+    private static let chunkSize = 2048
+    /// The largest alignment the arena hands out (`amqp_field_value_t` needs 8).
+    private static let chunkAlignment = 16
 
     deinit {
-        for pointer in allocations { pointer.deallocate() }
+        for chunk in chunks { chunk.base.deallocate() }
     }
 
-    /// Copies `text` into C memory and returns it as `amqp_bytes_t`.
+    /// Starts over at the beginning of the arena's memory. Whatever the arena handed out before is
+    /// invalid afterwards. If the last use needed more than one chunk, they are replaced by one
+    /// chunk as large as all of them, so that the next use of the same size needs no allocation.
+    func reset() {
+        used = 0
+        guard chunks.count > 1 else { return }
+        let total = chunks.reduce(0) { $0 + $1.capacity }
+        for chunk in chunks { chunk.base.deallocate() }
+        chunks = [(UnsafeMutableRawPointer.allocate(byteCount: total, alignment: Self.chunkAlignment), total)]
+    }
+
+    /// `count` bytes aligned to `alignment` (a power of two), valid until ``reset()`` or deinit.
+    private func allocate(_ count: Int, alignment: Int) -> UnsafeMutableRawPointer {
+        assert(alignment <= Self.chunkAlignment && alignment.nonzeroBitCount == 1)
+        let count = max(count, 1)
+        if let chunk = chunks.last {
+            let start = (used + alignment - 1) & ~(alignment - 1)
+            if start + count <= chunk.capacity {
+                used = start + count
+                return chunk.base + start
+            }
+        }
+        let capacity = max(Self.chunkSize, count)
+        let base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: Self.chunkAlignment)
+        chunks.append((base, capacity))
+        used = count
+        return base
+    }
+
+    private func allocate<T>(_ type: T.Type, count: Int) -> UnsafeMutablePointer<T> {
+        allocate(MemoryLayout<T>.stride * count, alignment: MemoryLayout<T>.alignment)
+            .bindMemory(to: T.self, capacity: max(count, 1))
+    }
+
+    /// Copies `text` into arena memory and returns it as `amqp_bytes_t`.
     func bytes(_ text: String) -> amqp_bytes_t {
+        let copied = text.utf8.withContiguousStorageIfAvailable { self.bytes(UnsafeRawBufferPointer($0)) }
+        if let copied { return copied }
         var utf8 = Array(text.utf8)
         return self.bytes(&utf8)
     }
 
-    /// Copies `bytes` into C memory and returns it as `amqp_bytes_t`.
+    /// Copies `bytes` into arena memory and returns it as `amqp_bytes_t`.
     func bytes(_ bytes: inout [UInt8]) -> amqp_bytes_t {
-        let count = bytes.count
-        let pointer = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 1)
-        allocations.append(pointer)
-        bytes.withUnsafeBytes { source in
-            if let base = source.baseAddress { pointer.copyMemory(from: base, byteCount: count) }
-        }
-        return amqp_bytes_t(len: count, bytes: pointer)
+        bytes.withUnsafeBytes { self.bytes($0) }
+    }
+
+    private func bytes(_ source: UnsafeRawBufferPointer) -> amqp_bytes_t {
+        let pointer = allocate(source.count, alignment: 1)
+        if let base = source.baseAddress { pointer.copyMemory(from: base, byteCount: source.count) }
+        return amqp_bytes_t(len: source.count, bytes: pointer)
     }
 
     /// Encodes a table; an empty dictionary gives `amqp_empty_table`.
     func table(_ entries: [String: AMQPFieldValue]) -> amqp_table_t {
         if entries.isEmpty { return amqp_table_t(num_entries: 0, entries: nil) }
-        let pointer = UnsafeMutablePointer<amqp_table_entry_t>.allocate(capacity: entries.count)
-        allocations.append(UnsafeMutableRawPointer(pointer))
+        let pointer = allocate(amqp_table_entry_t.self, count: entries.count)
         // Sorted keys make the encoding deterministic, which keeps tests and captures readable.
-        for (index, key) in entries.keys.sorted().enumerated() {
-            // The force-unwrap is on our own keys, not on input data.
-            (pointer + index).initialize(to: amqp_table_entry_t(key: bytes(key), value: field(entries[key]!)))
+        for (index, entry) in entries.sorted(by: { $0.key < $1.key }).enumerated() {
+            (pointer + index).initialize(to: amqp_table_entry_t(key: bytes(entry.key), value: field(entry.value)))
         }
         return amqp_table_t(num_entries: Int32(entries.count), entries: pointer)
     }
@@ -85,8 +126,7 @@ final class AMQPArena {
             result.value.table = table(nested)
         case .array(let values):
             result.kind = UInt8(AMQP_FIELD_KIND_ARRAY.rawValue)
-            let pointer = UnsafeMutablePointer<amqp_field_value_t>.allocate(capacity: max(values.count, 1))
-            allocations.append(UnsafeMutableRawPointer(pointer))
+            let pointer = allocate(amqp_field_value_t.self, count: values.count)
             for (index, element) in values.enumerated() { (pointer + index).initialize(to: field(element)) }
             result.value.array = amqp_array_t(num_entries: Int32(values.count), entries: pointer)
         case .unsupported:
