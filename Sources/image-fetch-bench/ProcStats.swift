@@ -12,20 +12,24 @@ enum ProcStats {
     /// User + system CPU seconds of the whole process (all threads), from /proc/PID/stat, or nil
     /// when the process is gone.
     static func cpuSeconds(pid: Int32) -> Double? {
-        guard let text = read("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
-        // After the command name in parentheses: field 3 (state) is index 0, utime (14) index 11, stime (15) index 12.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        // utime (field 14) and stime (field 15).
+        guard let fields = statFields(pid: pid), fields.count > 12,
+              let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         return (user + system) / ticksPerSecond
     }
 
     /// Minor page faults of the whole process so far (field 10 of /proc/PID/stat), or nil when the
     /// process is gone: how often the kernel had to map and zero a fresh page for it.
     static func minorFaults(pid: Int32) -> Double? {
-        guard let text = read("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 7 else { return nil }
+        guard let fields = statFields(pid: pid), fields.count > 7 else { return nil }
         return Double(fields[7])
+    }
+
+    /// The fields of /proc/PID/stat after the command name in parentheses: field 3 (state) is
+    /// index 0, field N is index N - 3.
+    private static func statFields(pid: Int32) -> [Substring]? {
+        guard let text = read("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ")
     }
 
     /// Sum of `cpuSeconds` over several processes (missing ones count 0).

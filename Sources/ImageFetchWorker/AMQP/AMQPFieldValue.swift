@@ -32,7 +32,7 @@ public enum AMQPFieldValue: Sendable, Hashable {
 ///
 /// rabbitmq-c reads tables by pointer and copies them onto the wire inside the call that takes
 /// them, so the arena only has to outlive that call. It hands out memory from a chunk by bumping an
-/// offset; ``reset()`` makes the first chunk reusable, so an arena kept for every publish on a
+/// offset, and ``reset()`` makes that memory reusable, so an arena kept for every publish on a
 /// connection allocates nothing once its chunk is large enough.
 final class AMQPArena {
     private var chunks: [(base: UnsafeMutableRawPointer, capacity: Int)] = []

@@ -9,8 +9,8 @@ import CShims
 /// 128 KiB or more is an `mmap` of its own until the first one is freed, and the free top of a heap
 /// goes back to the kernel as soon as it passes 128 KiB (or twice the largest block freed so far).
 /// Either way the next job's buffer lands on fresh pages, and the kernel faults and zeroes them
-/// while libcurl receives into them: 1.5 to 3 page faults per 12 KB image at concurrency 32, and
-/// about 160 per 3 MB JPEG, with the page-table shootdowns that go with them in a threaded process.
+/// while libcurl receives into them: 1.4 to 3.1 page faults per 12 KB image at concurrency 32, and
+/// 73 per 3 MB JPEG, with the page-table shootdowns that go with them in a threaded process.
 ///
 /// ``apply(environment:)`` raises both thresholds to ``bytes``, so the blocks come from the heap
 /// and a freed block stays there for the next allocation of its size. The cost is that up to
