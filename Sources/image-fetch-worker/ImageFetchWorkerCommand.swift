@@ -23,9 +23,10 @@ struct Run: ParsableCommand {
     var settings: [String] = []
 
     func run() throws {
-        let environment = ProcessInfo.processInfo.environment
-        // Before the worker allocates anything: keep freed buffers for the next job.
-        let retention = MallocRetention.apply(environment: environment)
+        // Before the worker allocates anything: keep freed buffers for the next job. (Nothing
+        // here may hold heap memory for good: dispatchMain() ends this thread, and LeakSanitizer
+        // then counts whatever only its stack referred to as leaked.)
+        let retention = MallocRetention.apply(environment: ProcessInfo.processInfo.environment)
         let configuration = loadConfiguration(settings)
         LoggingSetup.bootstrap(configuration.log)
         let logger = Logger(label: "image-fetch-worker")
