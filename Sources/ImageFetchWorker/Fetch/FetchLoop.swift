@@ -418,12 +418,17 @@ final class FetchLoop: @unchecked Sendable {
     private func deliverFinished() {
         guard let completionQueue, !finished.isEmpty else { return }
         let runBatch = self.runBatch
-        for (transfer, response) in finished where response.body.count > Self.sharedBlockBodyLimit {
-            completionQueue.async { runBatch { transfer.completion(response) } }
+        var shared: [(FetchTransfer, FetchResponse)] = []
+        for (transfer, response) in finished {
+            if response.body.count > Self.sharedBlockBodyLimit {
+                completionQueue.async { runBatch { transfer.completion(response) } }
+            } else {
+                shared.append((transfer, response))
+            }
         }
-        let batch = finished.filter { $0.1.body.count <= Self.sharedBlockBodyLimit }
         finished.removeAll(keepingCapacity: true)
-        guard !batch.isEmpty else { return }
+        guard !shared.isEmpty else { return }
+        let batch = shared
         completionQueue.async {
             runBatch {
                 for (transfer, response) in batch { transfer.completion(response) }
