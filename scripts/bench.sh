@@ -53,6 +53,8 @@
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
 #   BENCH_REPEAT=N      run each scenario N times; report the median run by messages/s, and list every
 #                       run's messages/s and CPU per message (this machine's speed varies between runs)
+#   BENCH_WRAP="CMD …"  run the worker (or the C floor) under this command, e.g. valgrind; what
+#                       scripts/callgrind.sh uses to count instructions per message
 #
 # The machine's other load shows in the figures: each section records the load average at the start
 # and end and how busy the machine was during the counted window. Compare runs on a quiet machine.
@@ -269,6 +271,12 @@ for spec in "${requested[@]}"; do
         continue
       fi
     fi
+  fi
+  if [[ -n ${BENCH_WRAP:-} ]]; then
+    # exec: the wrapper keeps the pid the driver watches and signals.
+    printf '#!/bin/sh\nexec %s %q "$@"\n' "$BENCH_WRAP" "$worker" >"$WORK/wrapped-$name"
+    chmod +x "$WORK/wrapped-$name"
+    worker="$WORK/wrapped-$name"
   fi
   if [[ $name == jpeg16 ]]; then
     if [[ ! -f $WORK/www/bench.jpg ]]; then
