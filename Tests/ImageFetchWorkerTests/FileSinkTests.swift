@@ -233,12 +233,14 @@ fileprivate extension ImageSink {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let sink = try FileSink(root: folder.path, fsync: false)
-        let result = await sink.store(request(key: nil, sha256: "../../x"))
-        guard case .failure(let error) = result else {
-            Issue.record("stored under a non-hex digest")
-            return
+        for digest in ["../../x", "", String(repeating: "AB", count: 32), String(repeating: "a", count: 63) + "g"] {
+            let result = await sink.store(request(key: nil, sha256: digest))
+            guard case .failure(let error) = result else {
+                Issue.record("stored under the digest \(digest)")
+                continue
+            }
+            #expect(error.code == .storageFailed)
         }
-        #expect(error.code == .storageFailed)
         #expect(list(folder.path).isEmpty)
     }
 

@@ -1,5 +1,3 @@
-import Foundation
-
 /// The result message of one job, as specified by the message contract in ARCHITECTURE.md.
 public struct JobResult: Sendable, Equatable {
     /// `"ok"` or `"failed"`.
@@ -77,30 +75,8 @@ public struct JobResult: Sendable, Equatable {
             json.endObject()
         }
         json.field("worker", worker)
-        json.field("finished_at", RFC3339.format(finishedAt))
+        json.field("finished_at", timestamp: finishedAt)
         json.endObject()
         return json.bytes
-    }
-}
-
-/// RFC 3339 timestamps in UTC with milliseconds, without Foundation's formatters.
-public enum RFC3339 {
-    public static func format(_ secondsSince1970: Double) -> String {
-        var seconds = time_t(secondsSince1970.rounded(.down))
-        let millis = Int((secondsSince1970 - Double(seconds)) * 1000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis), 3))Z"
-    }
-
-    public static func now() -> String {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return format(Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9)
     }
 }

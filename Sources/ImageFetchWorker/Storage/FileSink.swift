@@ -59,32 +59,32 @@ public final class FileSink: ImageSink {
         _ request: StorageRequest,
         completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
     ) {
-        let key = request.resolvedKey
+        let (key, contentAddressed) = request.resolved
         if writesInline {
-            completion(FileSink.store(request, key: key, root: root, fsync: fsync))
+            completion(FileSink.store(request, key: key, contentAddressed: contentAddressed, root: root, fsync: fsync))
             return
         }
         let lane = lanes[Int(FileSink.fnv1a(key) % UInt64(lanes.count))]
         lane.async { [root, fsync] in
-            completion(FileSink.store(request, key: key, root: root, fsync: fsync))
+            completion(FileSink.store(request, key: key, contentAddressed: contentAddressed, root: root, fsync: fsync))
         }
     }
 
     /// Stores one body at `<root>/<key>`, unless its content address is already there.
-    private static func store(_ request: StorageRequest, key: String, root: String,
+    private static func store(_ request: StorageRequest, key: String, contentAddressed: Bool, root: String,
                               fsync: Bool) -> Result<StoredObject, JobError> {
-        let contentAddressed = key == StorageKey.contentAddressed(sha256: request.sha256, format: request.info.format)
         // The digest becomes a path when there is no usable key hint: accept only hex there.
-        if contentAddressed, request.sha256.isEmpty || !request.sha256.utf8.allSatisfy(FileSink.isLowercaseHex) {
+        if contentAddressed, !FileSink.isLowercaseHex(request.sha256) {
             return .failure(JobError(.storageFailed, "the sha256 is not lowercase hex"))
         }
+        let path = root + "/" + key
         // A content address names its bytes: when the file is already there (a redelivery, or
         // the same image from another URL), it holds these bytes, so it is not written again.
         // Files only ever appear under their final name complete (temporary file + rename).
-        if contentAddressed, FileSink.existingFileSize(root + "/" + key) == request.body.count {
-            return .success(StoredObject(location: "file://" + root + "/" + key))
+        if contentAddressed, FileSink.existingFileSize(path) == request.body.count {
+            return .success(StoredObject(location: "file://" + path))
         }
-        return FileSink.write(request.body, key: key, root: root, fsync: fsync)
+        return FileSink.write(request.body, key: key, path: path, fsync: fsync)
     }
 
     // MARK: - Writing
@@ -96,14 +96,13 @@ public final class FileSink: ImageSink {
         return Int(info.st_size)
     }
 
-    /// Writes `body` to `<root>/<key>` atomically.
+    /// Writes `body` to `path` (`<root>/<key>`) atomically.
     fileprivate static func write(
         _ body: [UInt8],
         key: String,
-        root: String,
+        path: String,
         fsync: Bool
     ) -> Result<StoredObject, JobError> {
-        let path = root + "/" + key
         let folder: String
         let name: Substring
         if let slash = path.lastIndex(of: "/") {
@@ -238,8 +237,14 @@ public final class FileSink: ImageSink {
         return Errno(code: EINTR)
     }
 
-    fileprivate static func isLowercaseHex(_ c: UInt8) -> Bool {
-        (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+    /// Whether `text` is not empty and all lowercase hex digits.
+    fileprivate static func isLowercaseHex(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { utf8 in
+            !utf8.isEmpty && utf8.allSatisfy { c in
+                (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+            }
+        }
     }
 
     /// FNV-1a over the key's UTF-8: a stable, cheap spread of keys over the lanes.

@@ -44,10 +44,17 @@ public struct StorageRequest: Sendable {
     /// The key the body is stored under: the sanitised ``keyHint`` when it is usable, else the
     /// content-addressed key.
     public var resolvedKey: String {
+        resolved.key
+    }
+
+    /// ``resolvedKey``, and whether it is the content address (a usable hint that equals it
+    /// counts too); the content address is built once for both.
+    var resolved: (key: String, isContentAddress: Bool) {
+        let contentAddress = StorageKey.contentAddressed(sha256: sha256, format: info.format)
         if let keyHint, let key = StorageKey.sanitize(keyHint) {
-            return key
+            return (key, key == contentAddress)
         }
-        return StorageKey.contentAddressed(sha256: sha256, format: info.format)
+        return (contentAddress, true)
     }
 }
 

@@ -31,6 +31,14 @@ public enum StorageKey {
 
     /// "<sha256[0..2]>/<sha256>.<ext>"
     public static func contentAddressed(sha256: String, format: ImageFormat) -> String {
-        "\(sha256.prefix(2))/\(sha256).\(format.fileExtension)"
+        let fileExtension = format.fileExtension
+        var key = ""
+        key.reserveCapacity(sha256.utf8.count + fileExtension.utf8.count + 4)
+        key += sha256.prefix(2)
+        key += "/"
+        key += sha256
+        key += "."
+        key += fileExtension
+        return key
     }
 }
