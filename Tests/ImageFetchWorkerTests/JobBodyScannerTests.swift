@@ -36,6 +36,7 @@ import Testing
             #expect(scan(body) == nil, "\(body)")
         }
         #expect(JobBodyScanner.scan([0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D]) == nil, "invalid UTF-8")
+        #expect(JobBodyScanner.scan([0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x22, 0x61, 0xC3, 0x22, 0x7D]) == nil, "cut UTF-8")
         // Many keys go to the decoder, which reads them in linear time.
         let many = "{" + (0..<100_000).map { "\"k\($0)\":0" }.joined(separator: ",") + ",\"url\":\"u\"}"
         #expect(scan(many) == nil)
