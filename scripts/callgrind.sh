@@ -5,7 +5,7 @@
 #
 #   scripts/callgrind.sh                  png32 (the worker)
 #   scripts/callgrind.sh png32 floor32    the worker, then the C floor, on the same job
-#   CALLGRIND_JOBS="2000 6000" scripts/callgrind.sh png32
+#   CALLGRIND_JOBS="1000 3000" scripts/callgrind.sh png32   quicker (the default is "2000 6000")
 #
 # Each scenario runs twice through scripts/bench.sh (same broker, origin, job and concurrency as the
 # benchmark), with the worker under `valgrind --tool=callgrind`: once with the smaller and once with
