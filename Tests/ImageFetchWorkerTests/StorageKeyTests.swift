@@ -3,6 +3,14 @@ import Testing
 @testable import ImageFetchWorker
 
 @Suite struct StorageKeyTests {
+    @Test func onlyLowercaseHexIsADigest() {
+        #expect(StorageKey.isDigest(String(repeating: "0123456789abcdef", count: 4)))
+        #expect(StorageKey.isDigest("ab"))
+        for text in ["", "AB", "ab/..", "../../x", "0g", "ab ", "é", String(repeating: "a", count: 63) + "G"] {
+            #expect(!StorageKey.isDigest(text), "\(text)")
+        }
+    }
+
     @Test func contentAddressedKey() {
         let sha = "ab" + String(repeating: "0", count: 62)
         #expect(StorageKey.contentAddressed(sha256: sha, format: .png) == "ab/\(sha).png")

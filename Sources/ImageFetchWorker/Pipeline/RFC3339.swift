@@ -26,7 +26,7 @@ public enum RFC3339 {
     /// about three million years from 1970, is written as the epoch: no clock gives one.
     static func write(_ secondsSince1970: Double, into bytes: inout [UInt8]) {
         let scaled = (secondsSince1970 * 1000).rounded(.down)
-        let totalMillis = scaled.isFinite && abs(scaled) < 1e20 / 1000 ? Int64(scaled) : 0
+        let totalMillis = scaled.isFinite && abs(scaled) < 1e17 ? Int64(scaled) : 0
         // Floor division, so that times before 1970 get a millisecond part in 0...999 too.
         let wholeSeconds = (totalMillis - (totalMillis < 0 ? 999 : 0)) / 1000
         var seconds = time_t(wholeSeconds)

@@ -74,7 +74,7 @@ public final class FileSink: ImageSink {
     private static func store(_ request: StorageRequest, key: String, contentAddressed: Bool, root: String,
                               fsync: Bool) -> Result<StoredObject, JobError> {
         // The digest becomes a path when there is no usable key hint: accept only hex there.
-        if contentAddressed, !FileSink.isLowercaseHex(request.sha256) {
+        if contentAddressed, !StorageKey.isDigest(request.sha256) {
             return .failure(JobError(.storageFailed, "the sha256 is not lowercase hex"))
         }
         let path = root + "/" + key
@@ -235,16 +235,6 @@ public final class FileSink: ImageSink {
             if Errno.current.code != EINTR { return Errno.current }
         }
         return Errno(code: EINTR)
-    }
-
-    /// Whether `text` is not empty and all lowercase hex digits.
-    fileprivate static func isLowercaseHex(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { utf8 in
-            !utf8.isEmpty && utf8.allSatisfy { c in
-                (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
-            }
-        }
     }
 
     /// FNV-1a over the key's UTF-8: a stable, cheap spread of keys over the lanes.

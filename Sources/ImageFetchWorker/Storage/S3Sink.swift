@@ -62,7 +62,7 @@ public final class S3Sink: ImageSink {
         _ request: StorageRequest,
         completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
     ) {
-        guard !request.sha256.isEmpty, request.sha256.utf8.allSatisfy(\.isLowerHex) else {
+        guard StorageKey.isDigest(request.sha256) else {
             completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
             return
         }
@@ -238,6 +238,4 @@ enum S3Addressing {
 fileprivate extension UInt8 {
     /// `a-z` or `0-9`.
     var isLowerAlnum: Bool { (0x61...0x7A).contains(self) || (0x30...0x39).contains(self) }
-    /// `0-9` or `a-f`.
-    var isLowerHex: Bool { (0x61...0x66).contains(self) || (0x30...0x39).contains(self) }
 }

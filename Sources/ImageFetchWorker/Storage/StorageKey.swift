@@ -29,6 +29,17 @@ public enum StorageKey {
         return String(trimmed)
     }
 
+    /// Whether `sha256` can stand in a content address: not empty, and lowercase hex only. Sinks
+    /// check it before a digest becomes part of a path or an object key.
+    public static func isDigest(_ sha256: String) -> Bool {
+        var text = sha256
+        return text.withUTF8 { utf8 in
+            !utf8.isEmpty && utf8.allSatisfy { c in
+                (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+            }
+        }
+    }
+
     /// "<sha256[0..2]>/<sha256>.<ext>"
     public static func contentAddressed(sha256: String, format: ImageFormat) -> String {
         let fileExtension = format.fileExtension
