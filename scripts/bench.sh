@@ -21,19 +21,20 @@
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
 #
 # What it does: installs what is missing (scripts/deps.sh, plus wrk and cjpeg for the benchmark
-# only), builds the release binaries (`swift build -c release`: the worker and the driver
-# image-fetch-bench), starts a RabbitMQ node of its own (port BENCH_AMQP_PORT, data in a temporary
-# folder) and an nginx origin on 127.0.0.1 (generated nginx.conf, one worker process), writes the
-# images (a real 12 KB PNG, and a 3 MB JPEG made by cjpeg from seeded noise), and runs the driver
-# once per scenario. The driver publishes all the jobs with confirms before it starts the worker,
-# runs the 100 ms origin itself (SwiftNIO, one thread), consumes the results, lets the first 5 %
-# of the jobs warm up uncounted, then measures from the warm-up's last result to the run's last
-# result: messages/s, the worker's CPU (user+sys of the whole process from /proc/PID/stat) per
-# message, peak RSS (VmHWM), the most threads seen (sampled every 100 ms), delivery→ack p50/p99 from
-# the worker's /metrics histogram (the counted window only), admission→result p50/p99 from the
-# results' duration_ms, and the broker's and origin's CPU. Every run ends with SIGTERM and checks
-# that every job gave exactly one ok result and the worker exited 0. Everything is stopped and the
-# temporary folder removed on exit (also on Ctrl-C).
+# only), builds the release binaries as the Dockerfile does (`swift build -c release
+# --static-swift-stdlib`: the worker and the driver image-fetch-bench), starts a RabbitMQ node of
+# its own (port BENCH_AMQP_PORT, data in a temporary folder) and an nginx origin on 127.0.0.1
+# (generated nginx.conf, one worker process), writes the images (a real 12 KB PNG, and a 3 MB JPEG
+# made by cjpeg from seeded noise), and runs the driver once per scenario. The driver publishes all
+# the jobs with confirms before it starts the worker, runs the 100 ms origin itself (SwiftNIO, one
+# thread), consumes the results, lets the first 5 % of the jobs warm up uncounted, then measures
+# from the warm-up's last result to the run's last result: messages/s, the worker's CPU (user+sys of
+# the whole process from /proc/PID/stat) per message, peak RSS (VmHWM), the most threads seen
+# (sampled every 100 ms), delivery→ack p50/p99 from the worker's /metrics histogram (the counted
+# window only), admission→result p50/p99 from the results' duration_ms, and the broker's and
+# origin's CPU. Every run ends with SIGTERM and checks that every job gave exactly one ok result and
+# the worker exited 0. Everything is stopped and the temporary folder removed on exit (also on
+# Ctrl-C).
 #
 # Output: per scenario a block of figures, then a summary table (figure, value, target, met), and
 # docs/benchmarks.md gets each scenario's section replaced (between its <!-- bench:NAME --> markers).
@@ -122,8 +123,8 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # --- Build --------------------------------------------------------------------------------------
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
-  say "building the release binaries (swift build -c release)"
-  swift build -c release
+  say "building the release binaries (swift build -c release --static-swift-stdlib)"
+  swift build -c release --static-swift-stdlib
 fi
 BIN="$(swift build -c release --show-bin-path)"
 [[ -x $BIN/image-fetch-worker && -x $BIN/image-fetch-bench ]] || die "no release build in $BIN"

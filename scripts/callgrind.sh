@@ -52,8 +52,8 @@ fi
 
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
   scripts/deps.sh
-  say "building the release binaries (swift build -c release)"
-  swift build -c release
+  say "building the release binaries (swift build -c release --static-swift-stdlib)"
+  swift build -c release --static-swift-stdlib
 fi
 BIN="$(swift build -c release --show-bin-path)"
 [[ -x $BIN/image-fetch-worker ]] || die "no release build in $BIN"

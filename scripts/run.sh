@@ -50,9 +50,9 @@ else
   echo "WARNING: nothing answers at $host:$port; the worker will keep trying to connect" >&2
 fi
 
-echo "==> swift build -c release"
+echo "==> swift build -c release --static-swift-stdlib"
 build_rc=0
-swift build -c release --product image-fetch-worker || build_rc=$?
+swift build -c release --static-swift-stdlib --product image-fetch-worker || build_rc=$?
 if [[ -n $start_pid ]]; then
   wait "$start_pid" || { echo "the local RabbitMQ node did not start" >&2; exit 1; }
   echo "==> local RabbitMQ left running on 127.0.0.1:$port; stop it with: make stop-rabbitmq"
