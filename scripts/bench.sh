@@ -4,7 +4,8 @@
 #
 #   scripts/bench.sh                      png32 and slow256 (issue 2's (a) and (b))
 #   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
-#   scripts/bench.sh all                  png32 floor32 slow256 slow1024 jpeg16 png32-files (not soak: it is long)
+#   scripts/bench.sh all                  png32 floor32 slow256 slow1024 floor1024 jpeg16 png32-files
+#                                         (not soak: it is long)
 #   scripts/bench.sh png32 floor32 png32 floor32   the worker and the C floor, alternating
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
 #   scripts/bench.sh --list               the scenario names
@@ -17,6 +18,8 @@
 #   png32-files  the same with a new file per job (each job its own storage key), 60,000 jobs
 #   slow256   100 ms origin, concurrency 256, 30,000 jobs         efficiency = rate ÷ 2,560/s
 #   slow1024  100 ms origin, concurrency 1,024, 80,000 jobs       msgs/s, peak RSS, threads
+#   floor1024 slow1024's job done by the C floor: what rabbitmq-c, libcurl and the bodies need at
+#             concurrency 1,024 without the worker, to read slow1024's rate and peak RSS against
 #   jpeg16    3 MB JPEG from nginx, concurrency 16, 6,000 jobs    rate ÷ the origin's own rate (wrk)
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
 #
@@ -71,7 +74,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 png32-files slow256 slow1024 jpeg16 soak)
+all_names=(png32 floor32 png32-files slow256 slow1024 floor1024 jpeg16 soak)
 requested=()
 for arg in "$@"; do
   case "$arg" in
@@ -80,7 +83,7 @@ for arg in "$@"; do
       for n in "${all_names[@]}"; do echo "$n"; done
       exit 0
       ;;
-    all) requested+=(png32 floor32 slow256 slow1024 jpeg16 png32-files) ;; # png32-files last: its writeback slows what follows
+    all) requested+=(png32 floor32 slow256 slow1024 floor1024 jpeg16 png32-files) ;; # png32-files last: its writeback slows what follows
     *)
       name="${arg%%:*}"
       [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
@@ -261,14 +264,14 @@ for spec in "${requested[@]}"; do
   fi
   extra=()
   worker="${BENCH_WORKER:-$BIN/image-fetch-worker}"
-  if [[ $name == floor32 ]]; then
+  if [[ $name == floor* ]]; then
     # The C floor, built here (it is not part of the Swift package): cc, or the toolchain's clang.
     worker="$WORK/ifw-floor"
     if [[ ! -x $worker ]]; then
       compiler="$(command -v cc || command -v clang || true)"
       if [[ -z $compiler ]] || ! "$compiler" -O2 -o "$worker" Benchmarks/Floor/floor.c -lrabbitmq -lcurl -lcrypto; then
-        say "floor32 skipped: cannot build Benchmarks/Floor/floor.c (needs a C compiler and libssl-dev)"
-        printf '%s\t%s\t%s\t%s\t%s\n' floor32 skipped "no C floor build" "—" "?" >>"$ROWS"
+        say "$name skipped: cannot build Benchmarks/Floor/floor.c (needs a C compiler and libssl-dev)"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$name" skipped "no C floor build" "—" "?" >>"$ROWS"
         continue
       fi
     fi
@@ -340,6 +343,14 @@ w_cpu="$(median_of png32 "worker CPU µs/message")" f_cpu="$(median_of floor32 "
 if [[ -n $w_rate && -n $f_rate && -n $w_cpu && -n $f_cpu ]]; then
   printf '%s\t%s\t%s\t%s\t%s\n' png32 "against the C floor (floor32, this run)" \
     "$(awk -v a="$w_rate" -v b="$f_rate" -v c="$w_cpu" -v d="$f_cpu" 'BEGIN { printf "%.0f %% of its messages/s, %.2f × its CPU per message", a / b * 100, c / d }')" "—" "—" >>"$ROWS"
+fi
+# slow1024 against floor1024 in the same way, with the peak RSS: the floor's is what rabbitmq-c,
+# libcurl and the bodies take at concurrency 1,024 without the worker.
+w_rate="$(median_of slow1024 "messages/s")" f_rate="$(median_of floor1024 "messages/s")"
+w_rss="$(median_of slow1024 "peak RSS (VmHWM)")" f_rss="$(median_of floor1024 "peak RSS (VmHWM)")"
+if [[ -n $w_rate && -n $f_rate && -n $w_rss && -n $f_rss ]]; then
+  printf '%s\t%s\t%s\t%s\t%s\n' slow1024 "against the C floor (floor1024, this run)" \
+    "$(awk -v a="$w_rate" -v b="$f_rate" -v c="$w_rss" -v d="$f_rss" 'BEGIN { printf "%.0f %% of its messages/s; peak RSS %.1f MB against its %.1f MB", a / b * 100, c, d }')" "—" "—" >>"$ROWS"
 fi
 
 # --- Summary ------------------------------------------------------------------------------------

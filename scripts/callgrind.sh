@@ -85,7 +85,7 @@ functions() {
 for scenario in "${scenarios[@]}"; do
   [[ $scenario != *:* ]] || die "give scenario names without a job count (CALLGRIND_JOBS sets them): $scenario"
   worker=()
-  [[ $scenario == floor32 ]] || worker=(BENCH_WORKER="$OUT/image-fetch-worker")
+  [[ $scenario == floor* ]] || worker=(BENCH_WORKER="$OUT/image-fetch-worker")
   for jobs in "$SMALL" "$LARGE"; do
     rm -f "$OUT/$scenario-$jobs".*
     say "$scenario, $jobs jobs, under callgrind"

@@ -3,9 +3,9 @@
 // new file), publish the result with a publisher confirm, ack the job once the result is confirmed.
 //
 // It is a yardstick, not a product: no retries, no redirects policy, no SSRF guard, no metrics, no
-// reconnects; it stops at the first broker error. Built and run by `scripts/bench.sh floor32`,
-// which starts it exactly like the worker (`ifw-floor run`, configured by the same environment
-// variables), so the driver counts its results and its CPU the same way:
+// reconnects; it stops at the first broker error. Built and run by `scripts/bench.sh floor32` and
+// `floor1024`, which start it exactly like the worker (`ifw-floor run`, configured by the same
+// environment variables), so the driver counts its results and its CPU the same way:
 //
 //   AMQP_URL QUEUE_JOBS QUEUE_RESULTS WORKER_CONCURRENCY STORAGE_PATH
 //
@@ -351,6 +351,12 @@ int main(int argc, char **argv) {
   CURLM *multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)concurrency);
   slot *slots = calloc((size_t)concurrency, sizeof *slots);
+  /* The worker's receive buffers (FetchLoop.receiveBufferSize): 4 MiB shared by all transfers,
+     4 KiB to 256 KiB each. A 12 KB body fits libcurl's default 16 KiB either way; at concurrency
+     1,024 the default would hold 16 MiB where the worker holds 4. */
+  long receive_buffer = (4L << 20) / concurrency;
+  if (receive_buffer < 4096) receive_buffer = 4096;
+  if (receive_buffer > 256 << 10) receive_buffer = 256 << 10;
   for (int i = 0; i < concurrency; i++) {
     CURL *easy = curl_easy_init();
     if (!easy) die("curl_easy_init", NULL);
@@ -360,6 +366,7 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 30000L);
     curl_easy_setopt(easy, CURLOPT_PROXY, "");
+    if (curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, receive_buffer) != CURLE_OK) die("CURLOPT_BUFFERSIZE", NULL);
     slots[i].easy = easy;
   }
 

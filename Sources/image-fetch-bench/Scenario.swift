@@ -33,6 +33,8 @@ struct Scenario: Sendable {
                  concurrency: 256, defaultJobs: 30_000, origin: .slowPNG),
         Scenario(name: "slow1024", title: "100 ms origin, concurrency 1,024",
                  concurrency: 1024, defaultJobs: 80_000, origin: .slowPNG),
+        Scenario(name: "floor1024", title: "slow1024's job done by the C floor (Benchmarks/Floor/floor.c), concurrency 1,024",
+                 concurrency: 1024, defaultJobs: 80_000, origin: .slowPNG),
         Scenario(name: "jpeg16", title: "3 MB JPEG, fast origin (nginx), concurrency 16",
                  concurrency: 16, defaultJobs: 6_000, origin: .fastJPEG),
         Scenario(name: "soak", title: "1,000,000 small jobs (12 KB PNG, fast origin, concurrency 32), RSS each second",
@@ -40,6 +42,10 @@ struct Scenario: Sendable {
     ]
 
     static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
+
+    /// The scenario runs the C floor (`Benchmarks/Floor/floor.c`), a yardstick for the worker,
+    /// not the worker: the worker's targets do not apply to it.
+    var runsTheFloor: Bool { name.hasPrefix("floor") }
 
     /// The ideal rate against the slow origin: concurrency ÷ latency.
     var idealRate: Double? {
