@@ -4,8 +4,8 @@
 #
 #   scripts/bench.sh                      png32 and slow256 (issue 2's (a) and (b))
 #   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
-#   scripts/bench.sh all                  png32 floor32 slow256 slow1024 floor1024 jpeg16 png32-files
-#                                         (not soak: it is long)
+#   scripts/bench.sh all                  png32 floor32 slow256 slow1024 floor1024 jpeg16 floor16
+#                                         png32-files (not soak: it is long)
 #   scripts/bench.sh png32 floor32 png32 floor32   the worker and the C floor, alternating
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
 #   scripts/bench.sh --list               the scenario names
@@ -21,6 +21,8 @@
 #   floor1024 slow1024's job done by the C floor: what rabbitmq-c, libcurl and the bodies need at
 #             concurrency 1,024 without the worker, to read slow1024's rate and peak RSS against
 #   jpeg16    3 MB JPEG from nginx, concurrency 16, 6,000 jobs    rate ÷ the origin's own rate (wrk)
+#   floor16   jpeg16's job done by the C floor: how close to nginx alone a worker that hashes and
+#             stores each 3 MB image can get on these cores
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
 #
 # What it does: installs what is missing (scripts/deps.sh, plus wrk and cjpeg for the benchmark
@@ -74,7 +76,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 png32-files slow256 slow1024 floor1024 jpeg16 soak)
+all_names=(png32 floor32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 soak)
 requested=()
 for arg in "$@"; do
   case "$arg" in
@@ -83,7 +85,7 @@ for arg in "$@"; do
       for n in "${all_names[@]}"; do echo "$n"; done
       exit 0
       ;;
-    all) requested+=(png32 floor32 slow256 slow1024 floor1024 jpeg16 png32-files) ;; # png32-files last: its writeback slows what follows
+    all) requested+=(png32 floor32 slow256 slow1024 floor1024 jpeg16 floor16 png32-files) ;; # png32-files last: its writeback slows what follows
     *)
       name="${arg%%:*}"
       [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
@@ -282,10 +284,10 @@ for spec in "${requested[@]}"; do
     chmod +x "$WORK/wrapped-$name"
     worker="$WORK/wrapped-$name"
   fi
-  if [[ $name == jpeg16 ]]; then
+  if [[ $name == jpeg16 || $name == floor16 ]]; then
     if [[ ! -f $WORK/www/bench.jpg ]]; then
-      say "jpeg16 skipped: no cjpeg to make the JPEG (apt-get install libjpeg-turbo-progs)"
-      printf '%s\t%s\t%s\t%s\t%s\n' jpeg16 skipped "no cjpeg" "—" "?" >>"$ROWS"
+      say "$name skipped: no cjpeg to make the JPEG (apt-get install libjpeg-turbo-progs)"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$name" skipped "no cjpeg" "—" "?" >>"$ROWS"
       continue
     fi
     rate="$(origin_rate)"
@@ -351,6 +353,12 @@ w_rss="$(median_of slow1024 "peak RSS (VmHWM)")" f_rss="$(median_of floor1024 "p
 if [[ -n $w_rate && -n $f_rate && -n $w_rss && -n $f_rss ]]; then
   printf '%s\t%s\t%s\t%s\t%s\n' slow1024 "against the C floor (floor1024, this run)" \
     "$(awk -v a="$w_rate" -v b="$f_rate" -v c="$w_rss" -v d="$f_rss" 'BEGIN { printf "%.0f %% of its messages/s; peak RSS %.1f MB against its %.1f MB", a / b * 100, c, d }')" "—" "—" >>"$ROWS"
+fi
+# jpeg16 against floor16: the C floor's share of nginx alone is the ceiling for the worker's.
+w_rate="$(median_of jpeg16 "messages/s")" f_rate="$(median_of floor16 "messages/s")"
+if [[ -n $w_rate && -n $f_rate ]]; then
+  printf '%s\t%s\t%s\t%s\t%s\n' jpeg16 "against the C floor (floor16, this run)" \
+    "$(awk -v a="$w_rate" -v b="$f_rate" 'BEGIN { printf "%.0f %% of its messages/s", a / b * 100 }')" "—" "—" >>"$ROWS"
 fi
 
 # --- Summary ------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 // The C floor of issue 6: one thread, rabbitmq-c and the libcurl multi interface, doing the job the
-// worker does for png32 — consume, fetch, SHA-256, store under the digest (stat, and write only a
-// new file), publish the result with a publisher confirm, ack the job once the result is confirmed.
+// worker does for png32 and jpeg16 — consume, fetch, check the PNG or JPEG header and read its size,
+// SHA-256, store under the digest (stat, and write only a new file), publish the result with a
+// publisher confirm, ack the job once the result is confirmed.
 //
 // It is a yardstick, not a product: no retries, no redirects policy, no SSRF guard, no metrics, no
-// reconnects; it stops at the first broker error. Built and run by `scripts/bench.sh floor32` and
-// `floor1024`, which start it exactly like the worker (`ifw-floor run`, configured by the same
+// reconnects; it stops at the first broker error. Built and run by `scripts/bench.sh floor32`,
+// `floor1024` and `floor16`, which start it exactly like the worker (`ifw-floor run`, configured by the same
 // environment variables), so the driver counts its results and its CPU the same way:
 //
 //   AMQP_URL QUEUE_JOBS QUEUE_RESULTS WORKER_CONCURRENCY STORAGE_PATH
@@ -230,6 +231,41 @@ static void hex(const uint8_t *digest, char *out) {
   out[64] = 0;
 }
 
+// PNG: the size from IHDR. JPEG: the segments from SOI to the first frame header (SOFn), as the
+// worker reads them. 0 when the body is neither.
+static int image_size(const uint8_t *b, size_t n, const char **format, const char **extension, uint32_t *width,
+                      uint32_t *height) {
+  if (n >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0) {
+    *format = "png";
+    *extension = "png";
+    *width = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+    *height = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+    return 1;
+  }
+  if (n < 4 || b[0] != 0xFF || b[1] != 0xD8) return 0;
+  size_t i = 2;
+  while (i + 4 <= n) {
+    if (b[i] != 0xFF) return 0;
+    uint8_t marker = b[i + 1];
+    if (marker == 0xFF) { // fill byte
+      i++;
+      continue;
+    }
+    size_t length = (size_t)b[i + 2] << 8 | b[i + 3];
+    if (length < 2) return 0;
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      if (i + 9 > n) return 0;
+      *format = "jpeg";
+      *extension = "jpg";
+      *height = (uint32_t)b[i + 5] << 8 | b[i + 6];
+      *width = (uint32_t)b[i + 7] << 8 | b[i + 8];
+      return 1;
+    }
+    i += 2 + length;
+  }
+  return 0;
+}
+
 // Writes the body under its digest unless a file is already there (temporary file + rename).
 static int store(const buffer *body, const char *path, const char *folder) {
   struct stat info;
@@ -265,24 +301,23 @@ static void finish(slot *s, CURLcode code) {
   struct tm tm;
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
   const uint8_t *b = s->body.data;
-  int png = s->body.count >= 24 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0;
-  if (code == CURLE_OK && http_status == 200 && png) {
+  const char *format = NULL, *extension = NULL;
+  uint32_t width = 0, height = 0;
+  if (code == CURLE_OK && http_status == 200 && image_size(b, s->body.count, &format, &extension, &width, &height)) {
     uint8_t digest[32];
     char sha[65], folder[2100], path[2200];
     SHA256(b, s->body.count, digest);
     hex(digest, sha);
     snprintf(folder, sizeof folder, "%s/%.2s", storage_root, sha);
-    snprintf(path, sizeof path, "%s/%s.png", folder, sha);
-    uint32_t width = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
-    uint32_t height = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+    snprintf(path, sizeof path, "%s/%s.%s", folder, sha, extension);
     if (!store(&s->body, path, folder)) die("cannot store", path);
     n = snprintf(json, sizeof json,
                  "{\"id\":\"%s\",\"url\":\"%s\",\"status\":\"ok\",\"attempt\":1,\"redelivered\":%s,"
-                 "\"http_status\":%ld,\"content_type\":\"%s\",\"format\":\"png\",\"width\":%u,\"height\":%u,"
+                 "\"http_status\":%ld,\"content_type\":\"%s\",\"format\":\"%s\",\"width\":%u,\"height\":%u,"
                  "\"bytes\":%zu,\"sha256\":\"%s\",\"location\":\"file://%s\",\"final_url\":\"%s\",\"redirects\":0,"
                  "\"duration_ms\":%.3f,\"timings\":{\"total_ms\":%.3f},\"worker\":\"%s\",\"finished_at\":\"%s\"}",
                  s->job.id, s->job.url, s->job.redelivered ? "true" : "false", http_status,
-                 content_type ? content_type : "", width, height, s->body.count, sha, path, s->job.url,
+                 content_type ? content_type : "", format, width, height, s->body.count, sha, path, s->job.url,
                  now_ms() - s->job.admitted_ms, total * 1e3, hostname_buffer, when);
   } else {
     n = snprintf(json, sizeof json,

@@ -37,6 +37,8 @@ struct Scenario: Sendable {
                  concurrency: 1024, defaultJobs: 80_000, origin: .slowPNG),
         Scenario(name: "jpeg16", title: "3 MB JPEG, fast origin (nginx), concurrency 16",
                  concurrency: 16, defaultJobs: 6_000, origin: .fastJPEG),
+        Scenario(name: "floor16", title: "jpeg16's job done by the C floor (Benchmarks/Floor/floor.c), concurrency 16",
+                 concurrency: 16, defaultJobs: 6_000, origin: .fastJPEG),
         Scenario(name: "soak", title: "1,000,000 small jobs (12 KB PNG, fast origin, concurrency 32), RSS each second",
                  concurrency: 32, defaultJobs: 1_000_000, origin: .fastPNG),
     ]
