@@ -338,28 +338,30 @@ for spec in "${requested[@]}"; do
   ran+=("$name")
 done
 
-# png32 against the C floor, when both ran in this invocation: the medians of their runs.
+# Each scenario against the C floor's run of the same job, when both ran in this invocation: the
+# medians of their runs, as a share of the floor's messages/s and, for each further figure named,
+# the scenario's value against the floor's. The floor's figures are what rabbitmq-c and libcurl
+# doing the job in one C thread take on the same machine in the same minutes.
 median_of() { numbers "$ROWS" "$2" "$1" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-w_rate="$(median_of png32 "messages/s")" f_rate="$(median_of floor32 "messages/s")"
-w_cpu="$(median_of png32 "worker CPU µs/message")" f_cpu="$(median_of floor32 "worker CPU µs/message")"
-if [[ -n $w_rate && -n $f_rate && -n $w_cpu && -n $f_cpu ]]; then
-  printf '%s\t%s\t%s\t%s\t%s\n' png32 "against the C floor (floor32, this run)" \
-    "$(awk -v a="$w_rate" -v b="$f_rate" -v c="$w_cpu" -v d="$f_cpu" 'BEGIN { printf "%.0f %% of its messages/s, %.2f × its CPU per message", a / b * 100, c / d }')" "—" "—" >>"$ROWS"
-fi
-# slow1024 against floor1024 in the same way, with the peak RSS: the floor's is what rabbitmq-c,
-# libcurl and the bodies take at concurrency 1,024 without the worker.
-w_rate="$(median_of slow1024 "messages/s")" f_rate="$(median_of floor1024 "messages/s")"
-w_rss="$(median_of slow1024 "peak RSS (VmHWM)")" f_rss="$(median_of floor1024 "peak RSS (VmHWM)")"
-if [[ -n $w_rate && -n $f_rate && -n $w_rss && -n $f_rss ]]; then
-  printf '%s\t%s\t%s\t%s\t%s\n' slow1024 "against the C floor (floor1024, this run)" \
-    "$(awk -v a="$w_rate" -v b="$f_rate" -v c="$w_rss" -v d="$f_rss" 'BEGIN { printf "%.0f %% of its messages/s; peak RSS %.1f MB against its %.1f MB", a / b * 100, c, d }')" "—" "—" >>"$ROWS"
-fi
-# jpeg16 against floor16: the C floor's share of nginx alone is the ceiling for the worker's.
-w_rate="$(median_of jpeg16 "messages/s")" f_rate="$(median_of floor16 "messages/s")"
-if [[ -n $w_rate && -n $f_rate ]]; then
-  printf '%s\t%s\t%s\t%s\t%s\n' jpeg16 "against the C floor (floor16, this run)" \
-    "$(awk -v a="$w_rate" -v b="$f_rate" 'BEGIN { printf "%.0f %% of its messages/s", a / b * 100 }')" "—" "—" >>"$ROWS"
-fi
+against_floor() {
+  local scenario=$1 floor=$2 figure mine theirs unit text
+  shift 2
+  mine="$(median_of "$scenario" "messages/s")" theirs="$(median_of "$floor" "messages/s")"
+  [[ -n $mine && -n $theirs ]] || return 0
+  text="$(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.0f %% of its messages/s", a / b * 100 }')"
+  for figure in "$@"; do
+    mine="$(median_of "$scenario" "$figure")" theirs="$(median_of "$floor" "$figure")"
+    [[ -n $mine && -n $theirs ]] || continue
+    # The unit that follows the number in the value, if any ("MB" in "45.8 MB").
+    unit="$(awk -F'\t' -v f="$figure" -v s="$scenario" '$1 == s && $2 == f && match($3, /[0-9][0-9,.]* [A-Za-z]+/) {
+      v = substr($3, RSTART, RLENGTH); sub(/^[0-9,.]+/, "", v); print v; exit }' "$ROWS")"
+    text+="$(awk -v a="$mine" -v b="$theirs" -v f="$figure" -v u="$unit" 'BEGIN { printf "; %s %s%s against its %s%s (%.2f ×)", f, a, u, b, u, a / b }')"
+  done
+  printf '%s\t%s\t%s\t%s\t%s\n' "$scenario" "against the C floor ($floor, this run)" "$text" "—" "—" >>"$ROWS"
+}
+against_floor png32 floor32 "worker CPU µs/message"
+against_floor slow1024 floor1024 "peak RSS (VmHWM)" "worker CPU µs/message"
+against_floor jpeg16 floor16 "worker CPU µs/message"
 
 # --- Summary ------------------------------------------------------------------------------------
 echo
