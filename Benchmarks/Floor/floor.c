@@ -5,8 +5,8 @@
 //
 // It is a yardstick, not a product: no retries, no redirects policy, no SSRF guard, no metrics, no
 // reconnects; it stops at the first broker error. Built and run by `scripts/bench.sh floor32`,
-// `floor1024` and `floor16`, which start it exactly like the worker (`ifw-floor run`, configured by the same
-// environment variables), so the driver counts its results and its CPU the same way:
+// `floor1024` and `floor16`, which start it exactly like the worker (`ifw-floor run`, configured
+// by the same environment variables), so the driver counts its results and its CPU the same way:
 //
 //   AMQP_URL QUEUE_JOBS QUEUE_RESULTS WORKER_CONCURRENCY STORAGE_PATH
 //
