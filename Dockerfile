@@ -24,8 +24,12 @@ WORKDIR /build
 COPY Package.swift ./
 RUN swift package resolve
 
+# scripts/release-build.sh is the release build that `make release` and the benchmarks use: the Swift
+# runtime linked in, lld (part of the Swift toolchain) laying out the functions the worker runs
+# together (Linker/image-fetch-worker.order), and packed relative relocations, which need glibc 2.36
+# where the binary runs (the build image's Ubuntu 24.04 has 2.39, as does the runtime image).
 COPY . .
-RUN swift build -c release --static-swift-stdlib --product image-fetch-worker \
+RUN scripts/release-build.sh --product image-fetch-worker \
  && mkdir -p /staging \
  && cp "$(swift build -c release --show-bin-path)/image-fetch-worker" /staging/ \
  && find -L "$(swift build -c release --show-bin-path)/" -maxdepth 1 -name '*.resources' \

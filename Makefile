@@ -3,7 +3,7 @@
 #   make run             build (release) and run the worker; starts a local RabbitMQ if none answers
 #   make test            the whole test suite against a throw-away RabbitMQ (what CI runs)
 #   make build           debug build
-#   make release         release build (the Swift runtime linked in, as in the Dockerfile)
+#   make release         release build (scripts/release-build.sh, as in the Dockerfile)
 #   make bench           benchmarks (scripts/bench.sh)
 #   make rabbitmq        start the local RabbitMQ node (127.0.0.1:5672, data in .run/rabbitmq)
 #   make stop-rabbitmq   stop it
@@ -31,7 +31,7 @@ build: deps
 	swift build
 
 release: deps
-	swift build -c release --static-swift-stdlib --product image-fetch-worker
+	scripts/release-build.sh --product image-fetch-worker
 
 bench:
 	scripts/bench.sh $(ARGS)

@@ -26,8 +26,8 @@
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
 #
 # What it does: installs what is missing (scripts/deps.sh, plus wrk and cjpeg for the benchmark
-# only), builds the release binaries as the Dockerfile does (`swift build -c release
-# --static-swift-stdlib`: the worker and the driver image-fetch-bench), starts a RabbitMQ node of
+# only), builds the release binaries as the Dockerfile does (scripts/release-build.sh: the worker
+# and the driver image-fetch-bench), starts a RabbitMQ node of
 # its own (port BENCH_AMQP_PORT, data in a temporary folder) and an nginx origin on 127.0.0.1
 # (generated nginx.conf, one worker process), writes the images (a real 12 KB PNG, and a 3 MB JPEG
 # made by cjpeg from seeded noise), and runs the driver once per scenario. The driver publishes all
@@ -128,8 +128,8 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # --- Build --------------------------------------------------------------------------------------
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
-  say "building the release binaries (swift build -c release --static-swift-stdlib)"
-  swift build -c release --static-swift-stdlib
+  say "building the release binaries (scripts/release-build.sh)"
+  scripts/release-build.sh
 fi
 BIN="$(swift build -c release --show-bin-path)"
 [[ -x $BIN/image-fetch-worker && -x $BIN/image-fetch-bench ]] || die "no release build in $BIN"

@@ -52,8 +52,8 @@ fi
 
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
   scripts/deps.sh
-  say "building the release binaries (swift build -c release --static-swift-stdlib)"
-  swift build -c release --static-swift-stdlib
+  say "building the release binaries (scripts/release-build.sh)"
+  scripts/release-build.sh
 fi
 BIN="$(swift build -c release --show-bin-path)"
 [[ -x $BIN/image-fetch-worker ]] || die "no release build in $BIN"

@@ -4,7 +4,7 @@
 #   2. if nothing answers at the host and port of $AMQP_URL (default amqp://guest:guest@localhost:5672/%2F)
 #      and that host is this machine, starts the project-local RabbitMQ node (scripts/rabbitmq.sh,
 #      folder .run/rabbitmq) and leaves it running: `make stop-rabbitmq` stops it;
-#   3. builds the release binary and execs `image-fetch-worker run` with this script's arguments,
+#   3. builds the release binary (scripts/release-build.sh, as the Dockerfile does) and execs `image-fetch-worker run` with this script's arguments,
 #      e.g. `scripts/run.sh --config worker.yaml` or `make run ARGS="..."`.
 set -euo pipefail
 
@@ -50,9 +50,9 @@ else
   echo "WARNING: nothing answers at $host:$port; the worker will keep trying to connect" >&2
 fi
 
-echo "==> swift build -c release --static-swift-stdlib"
+echo "==> scripts/release-build.sh --product image-fetch-worker"
 build_rc=0
-swift build -c release --static-swift-stdlib --product image-fetch-worker || build_rc=$?
+"$ROOT/scripts/release-build.sh" --product image-fetch-worker || build_rc=$?
 if [[ -n $start_pid ]]; then
   wait "$start_pid" || { echo "the local RabbitMQ node did not start" >&2; exit 1; }
   echo "==> local RabbitMQ left running on 127.0.0.1:$port; stop it with: make stop-rabbitmq"
