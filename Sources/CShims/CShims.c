@@ -59,13 +59,15 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
                                       AMQP_SASL_METHOD_PLAIN, user, password);
 }
 
-int ifw_malloc_retain_freed(size_t bytes) {
+int ifw_malloc_keep_freed(size_t bytes, int arenas) {
 #if defined(__GLIBC__)
-    if (bytes > INT_MAX) return 0;
+    if (bytes > INT_MAX || arenas < 1) return 0;
     if (mallopt(M_MMAP_THRESHOLD, (int)bytes) != 1) return 0;
-    return mallopt(M_TRIM_THRESHOLD, (int)bytes) == 1 ? 1 : 0;
+    if (mallopt(M_TRIM_THRESHOLD, (int)bytes) != 1) return 0;
+    return mallopt(M_ARENA_MAX, arenas) == 1 ? 1 : 0;
 #else
     (void)bytes;
+    (void)arenas;
     return -1;
 #endif
 }

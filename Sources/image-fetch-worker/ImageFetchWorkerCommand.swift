@@ -23,14 +23,14 @@ struct Run: ParsableCommand {
     var settings: [String] = []
 
     func run() throws {
-        // Before the worker allocates anything: keep freed buffers for the next job. (Nothing
-        // here may hold heap memory for good: dispatchMain() ends this thread, and LeakSanitizer
-        // then counts whatever only its stack referred to as leaked.)
+        // Before the worker allocates anything: keep freed buffers for the next job, in one malloc
+        // arena for all threads. (Nothing here may hold heap memory for good: dispatchMain() ends
+        // this thread, and LeakSanitizer then counts whatever only its stack referred to as leaked.)
         let retention = MallocRetention.apply(environment: ProcessInfo.processInfo.environment)
         let configuration = loadConfiguration(settings)
         LoggingSetup.bootstrap(configuration.log)
         let logger = Logger(label: "image-fetch-worker")
-        logger.debug("malloc thresholds", metadata: ["retention": "\(retention)"])
+        logger.debug("malloc settings", metadata: ["retention": "\(retention)"])
         let worker: Worker
         do {
             worker = try Worker(configuration: configuration, logger: logger)

@@ -7,9 +7,9 @@ import Testing
 @testable import ImageFetchWorker
 
 @Suite struct MallocRetentionTests {
-    @Test func withoutTunablesTheWorkerSetsTheThresholds() {
+    @Test func withoutTheseTunablesTheWorkerSetsThem() {
         #expect(MallocRetention.isLeftToWorker(environment: [:]))
-        #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2"]))
+        #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"]))
         #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold_x=1"]))
     }
 
@@ -17,6 +17,7 @@ import Testing
         "glibc.malloc.mmap_threshold=131072",
         "glibc.malloc.trim_threshold=0",
         "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576",
+        "glibc.malloc.arena_max=4",
     ])
     func anOperatorsThresholdStands(tunables: String) {
         #expect(!MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": tunables]))

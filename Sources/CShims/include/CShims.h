@@ -58,12 +58,12 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
                                       const char *user, const char *password);
 
 /*
- * glibc malloc: serve blocks up to `bytes` from the heap instead of mmap, and keep up to `bytes`
- * of free memory at the top of a heap instead of handing it back to the kernel at once
- * (mallopt M_MMAP_THRESHOLD and M_TRIM_THRESHOLD). Returns 1 when both were applied, 0 when
- * mallopt refused one (glibc caps the mmap threshold at 32 MiB on 64-bit), -1 where the C
- * library is not glibc.
+ * glibc malloc: serve blocks up to `bytes` from the heap instead of mmap, keep up to `bytes` of
+ * free memory at the top of a heap instead of handing it back to the kernel at once, and create
+ * at most `arenas` arenas (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD and M_ARENA_MAX). Returns 1
+ * when all three were applied, 0 when mallopt refused one (glibc caps the mmap threshold at
+ * 32 MiB on 64-bit), -1 where the C library is not glibc.
  */
-int ifw_malloc_retain_freed(size_t bytes);
+int ifw_malloc_keep_freed(size_t bytes, int arenas);
 
 #endif
