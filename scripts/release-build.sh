@@ -12,9 +12,10 @@
 # - Linked by lld, which the Swift toolchain ships, with the functions the worker runs laid out
 #   together at the front of the code, in the order of Linker/image-fetch-worker.order (written by
 #   scripts/order-file.sh). The kernel maps a binary's code in 64 KiB blocks around each page first
-#   touched, so a few hundred functions spread over 20 MB of code made about 11 MB of it resident;
-#   packed together they make about 5 MB (docs/benchmarks.md, "Seventh pass"). A name the file lists
-#   that the code no longer has is skipped; the order changes the layout only, never the behaviour.
+#   touched, so the few thousand functions the worker runs, spread over 20 MB of code, made about
+#   11 MB of it resident; packed together they make about 5 MB (docs/benchmarks.md, "Seventh pass").
+#   A name the file lists that the code no longer has is skipped; the order changes the layout
+#   only, never the behaviour.
 # - `--no-export-dynamic`: the Swift toolchain exports every symbol of the package's own objects
 #   (about 20,000) in the dynamic symbol table, which nothing here looks up; without them the binary
 #   is smaller and the dynamic linker reads less at start.
