@@ -61,10 +61,13 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
 
 int ifw_malloc_keep_freed(size_t bytes, int arenas) {
 #if defined(__GLIBC__)
-    if (bytes > INT_MAX || arenas < 1) return 0;
-    if (mallopt(M_MMAP_THRESHOLD, (int)bytes) != 1) return 0;
-    if (mallopt(M_TRIM_THRESHOLD, (int)bytes) != 1) return 0;
-    return mallopt(M_ARENA_MAX, arenas) == 1 ? 1 : 0;
+    if (bytes > INT_MAX || arenas < 0) return 0;
+    if (bytes > 0) {
+        if (mallopt(M_MMAP_THRESHOLD, (int)bytes) != 1) return 0;
+        if (mallopt(M_TRIM_THRESHOLD, (int)bytes) != 1) return 0;
+    }
+    if (arenas > 0 && mallopt(M_ARENA_MAX, arenas) != 1) return 0;
+    return 1;
 #else
     (void)bytes;
     (void)arenas;

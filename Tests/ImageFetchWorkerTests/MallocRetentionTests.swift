@@ -7,21 +7,33 @@ import Testing
 @testable import ImageFetchWorker
 
 @Suite struct MallocRetentionTests {
-    @Test func withoutTheseTunablesTheWorkerSetsThem() {
-        #expect(MallocRetention.isLeftToWorker(environment: [:]))
-        #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"]))
-        #expect(MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold_x=1"]))
+    @Test(arguments: [
+        [:],
+        ["GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"],
+        ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold_x=1"],
+    ])
+    func withoutTheseTunablesEverythingIsLeftToTheWorker(environment: [String: String]) {
+        let left = MallocRetention.leftToWorker(environment: environment)
+        #expect(left.thresholds)
+        #expect(left.arenas)
     }
 
-    @Test(arguments: [
-        "glibc.malloc.mmap_threshold=131072",
-        "glibc.malloc.trim_threshold=0",
-        "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576",
-        "glibc.malloc.arena_max=4",
-    ])
+    @Test(arguments: ["glibc.malloc.mmap_threshold=131072", "glibc.malloc.trim_threshold=0"])
     func anOperatorsThresholdStands(tunables: String) {
-        #expect(!MallocRetention.isLeftToWorker(environment: ["GLIBC_TUNABLES": tunables]))
-        #expect(MallocRetention.apply(environment: ["GLIBC_TUNABLES": tunables]) == .leftToTunables)
+        let left = MallocRetention.leftToWorker(environment: ["GLIBC_TUNABLES": tunables])
+        #expect(!left.thresholds, "both thresholds are left to the operator")
+        #expect(left.arenas, "the arena count is still the worker's")
+    }
+
+    @Test func anOperatorsArenaCountStands() {
+        let left = MallocRetention.leftToWorker(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=8"])
+        #expect(left.thresholds)
+        #expect(!left.arenas)
+    }
+
+    @Test func anOperatorWhoSetsBothKeepsBoth() {
+        let environment = ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1048576"]
+        #expect(MallocRetention.apply(environment: environment) == .leftToTunables)
     }
 
     #if canImport(Glibc)

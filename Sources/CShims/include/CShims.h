@@ -60,9 +60,10 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
 /*
  * glibc malloc: serve blocks up to `bytes` from the heap instead of mmap, keep up to `bytes` of
  * free memory at the top of a heap instead of handing it back to the kernel at once, and create
- * at most `arenas` arenas (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD and M_ARENA_MAX). Returns 1
- * when all three were applied, 0 when mallopt refused one (glibc caps the mmap threshold at
- * 32 MiB on 64-bit), -1 where the C library is not glibc.
+ * at most `arenas` arenas (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD and M_ARENA_MAX). A zero
+ * `bytes` leaves the thresholds alone, a zero `arenas` the arena count. Returns 1 when what was
+ * asked was applied, 0 when mallopt refused a value (glibc caps the mmap threshold at 32 MiB on
+ * 64-bit), -1 where the C library is not glibc.
  */
 int ifw_malloc_keep_freed(size_t bytes, int arenas);
 
