@@ -404,6 +404,73 @@ struct FetchEngineTests {
         try await origin.shutdown()
     }
 
+    /// Starts `urls` on `engine`; their responses collect in the returned box as they complete.
+    static func startAll(_ engine: FetchEngine, _ urls: [String]) -> CollectedResponses {
+        let responses = CollectedResponses()
+        for url in urls {
+            engine.fetch(FetchRequest(url: url)) { response in responses.append(response) }
+        }
+        return responses
+    }
+
+    @Test("with a body limit, a burst of responses waits ahead of its bodies until the completion queue takes some, and every body arrives whole")
+    func bodyFlowControl() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let queue = DispatchQueue(label: "test.flow-control")
+        queue.suspend()  // nothing taken: complete bodies pile up to the limit
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
+                                     maxWaitingBodies: 4)
+        // Large bodies take several reads of the 4 KiB receive buffer, so a resumed transfer gets
+        // the chunk libcurl kept and then reads the rest from the socket.
+        let large = 300_000
+        let urls = (0..<24).map { $0 % 3 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
+        let responses = Self.startAll(engine, urls)
+        let settled = await Self.eventually {
+            engine.waitingBodies >= 4 && engine.waitingBodies + engine.pausedTransfers == urls.count
+        }
+        #expect(settled, "waiting \(engine.waitingBodies), paused \(engine.pausedTransfers)")
+        #expect(engine.pausedTransfers > 0)
+        #expect(responses.all.isEmpty)
+        queue.resume()
+        let finished = await Self.eventually { responses.all.count == urls.count }
+        #expect(finished)
+        let all = responses.all
+        #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == 16)
+        let padded = TestOrigin.okBody + [UInt8](repeating: 0, count: large - TestOrigin.okBody.count)
+        #expect(all.filter { $0.error == nil && $0.body == padded }.count == 8)
+        #expect(engine.waitingBodies == 0)
+        #expect(engine.pausedTransfers == 0)
+        // Keep-alive connections of resumed transfers are reused as usual.
+        let again = await Self.fetch(engine, origin.url("/ok.png"))
+        #expect(again.error == nil)
+        engine.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test("shutdown ends transfers paused by the body limit with aborted, and keeps the bodies already read")
+    func shutdownWithPausedTransfers() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let queue = DispatchQueue(label: "test.flow-control.shutdown")
+        queue.suspend()
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
+                                     maxWaitingBodies: 2)
+        let urls = (0..<10).map { _ in origin.url("/ok.png") }
+        let responses = Self.startAll(engine, urls)
+        let settled = await Self.eventually { engine.waitingBodies + engine.pausedTransfers == urls.count }
+        #expect(settled)
+        let paused = engine.pausedTransfers
+        #expect(paused > 0)
+        engine.shutdown()  // returns once every completion has been handed to the queue
+        #expect(engine.pausedTransfers == 0)
+        queue.resume()
+        let finished = await Self.eventually { responses.all.count == urls.count }
+        #expect(finished)
+        let all = responses.all
+        #expect(all.filter { $0.error?.code == .aborted }.count == paused)
+        #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == urls.count - paused)
+        try await origin.shutdown()
+    }
+
     @Test("sequential fetches reuse the keep-alive connection")
     func connectionReuse() async throws {
         try await Self.withOrigin { origin, engine in
@@ -451,4 +518,11 @@ private final class ThreadsInside: Sendable {
     func enter() { depth.withLock { $0[pthread_self(), default: 0] += 1 } }
     func leave() { depth.withLock { $0[pthread_self(), default: 0] -= 1 } }
     var containsCurrentThread: Bool { depth.withLock { $0[pthread_self(), default: 0] > 0 } }
+}
+
+/// Responses as they complete, from any thread.
+final class CollectedResponses: Sendable {
+    private let responses = Mutex<[FetchResponse]>([])
+    func append(_ response: FetchResponse) { responses.withLock { $0.append(response) } }
+    var all: [FetchResponse] { responses.withLock { $0 } }
 }

@@ -37,6 +37,9 @@ public final class FetchEngine: Sendable {
     ///   - completionQueue: where completions run. The loop gathers the transfers that finish in
     ///     one turn and hands the small ones over in a single block, so a burst of finished
     ///     transfers wakes one thread instead of one each. nil: each runs on the fetch queue.
+    ///   - maxWaitingBodies: with a completion queue, how many complete bodies may wait for it
+    ///     before transfers are paused ahead of their body, so that a burst of responses waits in
+    ///     the kernel's socket buffers instead of in memory (see `BodyBacklog`). nil: no limit.
     ///   - runBatch: wraps each block of completions on `completionQueue` (the worker gathers
     ///     the wake-ups of a block there, see `CompletionBatch`); by default it just runs it.
     public init(
@@ -44,12 +47,13 @@ public final class FetchEngine: Sendable {
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
         maxConnections: Int = 1024,
         completionQueue: DispatchQueue? = nil,
+        maxWaitingBodies: Int? = nil,
         runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
     ) throws(JobError) {
         do {
             loop = try FetchLoop(
                 configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections,
-                completionQueue: completionQueue, runBatch: runBatch)
+                completionQueue: completionQueue, maxWaitingBodies: maxWaitingBodies, runBatch: runBatch)
         } catch {
             throw JobError(.connectFailed, "libcurl could not be initialised: \(error.reason)")
         }
@@ -61,6 +65,11 @@ public final class FetchEngine: Sendable {
     deinit {
         shutdown()
     }
+
+    /// The worker's `maxWaitingBodies`: enough complete bodies to keep the work queue busy for
+    /// tens of milliseconds while the loop resumes more, so the limit costs no throughput; beyond
+    /// it, waiting bodies only cost memory. It only comes into play above concurrency 256.
+    public static let defaultMaxWaitingBodies = 256
 
     /// With a completion queue, the completions of one turn of the event loop whose bodies are at
     /// most this many bytes run together in one block; a larger body gets a block of its own.
@@ -106,5 +115,16 @@ public final class FetchEngine: Sendable {
     /// Transfers started and not yet completed.
     public var activeTransfers: Int {
         loop.active.load(ordering: .relaxed)
+    }
+
+    /// Complete bodies waiting for the completion queue, as the flow control counts them
+    /// (`maxWaitingBodies`); 0 without it.
+    public var waitingBodies: Int {
+        loop.backlogCounts.waiting
+    }
+
+    /// Transfers paused ahead of their body by the flow control right now; 0 without it.
+    public var pausedTransfers: Int {
+        loop.backlogCounts.paused
     }
 }

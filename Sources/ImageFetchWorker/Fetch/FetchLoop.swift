@@ -61,6 +61,16 @@ final class FetchLoop: @unchecked Sendable {
     private let poolLimit: Int
     /// Completions gathered during one turn of the loop, for ``completionQueue``.
     private var finished: [(FetchTransfer, FetchResponse)] = []
+    /// Transfers paused by the flow control, oldest first from ``pausedHead``; entries whose
+    /// transfer ended meanwhile are skipped.
+    private var pausedTransfers: [FetchTransfer] = []
+    private var pausedHead = 0
+
+    /// Whether transfers are under body flow control: only with a completion queue (without one,
+    /// completions run on the loop, so no complete body ever waits) and a limit.
+    private let flowControl: Bool
+    /// The body flow control's state, shared with the completion queue.
+    private let backlog: Mutex<BodyBacklog>
 
     // Per-transfer settings, converted once.
     private let connectTimeoutMs: Int
@@ -77,9 +87,12 @@ final class FetchLoop: @unchecked Sendable {
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
         maxConnections: Int,
         completionQueue: DispatchQueue? = nil,
+        maxWaitingBodies: Int? = nil,
         runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
     ) throws(CurlError) {
         self.configuration = configuration
+        self.flowControl = completionQueue != nil && maxWaitingBodies != nil
+        self.backlog = Mutex(BodyBacklog(limit: maxWaitingBodies ?? Int.max))
         self.addressPolicy = addressPolicy
         self.completionQueue = completionQueue
         self.runBatch = runBatch
@@ -163,6 +176,7 @@ final class FetchLoop: @unchecked Sendable {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         while true {
             if processInbox() { break }
+            if pausedHead < pausedTransfers.count { resumePaused() }
             do {
                 try multi.perform()
             } catch {
@@ -181,6 +195,8 @@ final class FetchLoop: @unchecked Sendable {
         }
         abortAll()
         deliverFinished()
+        pausedTransfers.removeAll()
+        pausedHead = 0
         pool.removeAll()
         loopThread.store(0, ordering: .relaxed)
         exited.leave()
@@ -237,6 +253,7 @@ final class FetchLoop: @unchecked Sendable {
             }
         }
         transfer.easy = easy
+        if flowControl { transfer.loop = self }
         do {
             try configure(easy, for: transfer)
             try multi.add(easy)
@@ -323,9 +340,13 @@ final class FetchLoop: @unchecked Sendable {
         try easy.set(CURLOPT_WRITEDATA, pointer: opaque)
         try easy.setWriteCallback { data, size, count, userdata in
             let bytes = size * count
-            let ok = FetchTransfer.from(userdata).receive(
+            switch FetchTransfer.from(userdata).receive(
                 UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: bytes)
-            return ok ? bytes : 0
+            {
+            case .accepted: return bytes
+            case .abort: return 0
+            case .pause: return Int(CURL_WRITEFUNC_PAUSE)
+            }
         }
         try easy.set(CURLOPT_HEADERDATA, pointer: opaque)
         try easy.setHeaderCallback { data, size, count, userdata in
@@ -350,6 +371,10 @@ final class FetchLoop: @unchecked Sendable {
     private func finish(_ transfer: FetchTransfer, result: CURLcode, aborted: Bool = false) {
         guard let easy = transfer.easy else { return }
         running[transfer.id] = nil
+        if transfer.pausedForBacklog {
+            transfer.pausedForBacklog = false
+            backlog.withLock { $0.pausedEnded() }
+        }
         do {
             try multi.remove(easy)
         } catch {
@@ -374,7 +399,11 @@ final class FetchLoop: @unchecked Sendable {
         } else {
             response.error = transfer.error(for: result, status: status, configuration: configuration)
         }
-        if response.error == nil { response.body = transfer.takeBody() }
+        if response.error == nil {
+            // A body without a Content-Length is complete only now.
+            transfer.bodyComplete()
+            response.body = transfer.takeBody()
+        }
         release(easy, of: transfer)
         complete(transfer, response)
     }
@@ -393,6 +422,7 @@ final class FetchLoop: @unchecked Sendable {
     private func release(_ easy: CurlEasyHandle, of transfer: FetchTransfer) {
         easy.reset()
         transfer.easy = nil
+        transfer.loop = nil
         transfer.headerList = nil
         guard pool.count < poolLimit else { return }
         do {
@@ -409,6 +439,74 @@ final class FetchLoop: @unchecked Sendable {
         finished.append((transfer, response))
     }
 
+    // MARK: Body flow control (see BodyBacklog)
+
+    /// A transfer's kept body is about to start (from its write callback): true to take it now,
+    /// false when the transfer is paused until ``resumePaused()`` gives it back.
+    ///
+    /// Only HTTP/1 transfers pause: an HTTP/2 stream shares its connection with others, and
+    /// libcurl 7.88 buffers a paused stream's data itself instead of leaving it to the kernel.
+    func admitBody(of transfer: FetchTransfer) -> Bool {
+        guard flowControl, !backlog.withLock({ $0.bodyStarting() }) else { return true }
+        let version = transfer.easy?.long(CURLINFO_HTTP_VERSION) ?? 0
+        guard version == CURL_HTTP_VERSION_1_0 || version == CURL_HTTP_VERSION_1_1 else {
+            backlog.withLock { $0.pausedEnded() }
+            return true
+        }
+        transfer.pausedForBacklog = true
+        pausedTransfers.append(transfer)
+        return false
+    }
+
+    /// The flow control's counts (any thread).
+    var backlogCounts: (waiting: Int, paused: Int) {
+        backlog.withLock { ($0.waiting, $0.paused) }
+    }
+
+    /// A transfer's body is complete and now waits for its completion.
+    func bodyCompleted() {
+        backlog.withLock { $0.bodyCompleted() }
+    }
+
+    /// A completion is about to run (completion queue): its body no longer waits. Wakes the loop
+    /// when paused transfers can be resumed.
+    private func taken(_ transfer: FetchTransfer) {
+        guard transfer.countsInBacklog else { return }
+        if backlog.withLock({ $0.bodiesTaken(1) }) {
+            try? multi.wakeup()
+        }
+    }
+
+    /// Resumes paused transfers, oldest first, as far as the backlog allows. libcurl hands over
+    /// the chunk it kept from inside `curl_easy_pause` and reads the rest on the next perform.
+    private func resumePaused() {
+        var allowed = backlog.withLock { $0.resumable() }
+        var resumed = 0
+        var failed: [(FetchTransfer, CURLcode)] = []
+        while allowed > 0, pausedHead < pausedTransfers.count {
+            let transfer = pausedTransfers[pausedHead]
+            pausedHead += 1
+            guard transfer.pausedForBacklog, let easy = transfer.easy else { continue }  // ended meanwhile
+            transfer.pausedForBacklog = false
+            resumed += 1
+            allowed -= 1
+            transfer.admitBody()
+            let code = curl_easy_pause(easy.raw, Int32(CURLPAUSE_CONT))
+            if code != CURLE_OK { failed.append((transfer, code)) }
+        }
+        backlog.withLock { $0.resumed(resumed) }
+        // The kept chunk can fail the body (too large, refused by the inspector): libcurl then
+        // leaves the transfer as it was, so it ends here.
+        for (transfer, code) in failed { finish(transfer, result: code) }
+        if pausedHead == pausedTransfers.count {
+            pausedTransfers.removeAll(keepingCapacity: true)
+            pausedHead = 0
+        } else if pausedHead >= 1024, pausedHead * 2 >= pausedTransfers.count {
+            pausedTransfers.removeFirst(pausedHead)
+            pausedHead = 0
+        }
+    }
+
     /// The largest body that shares a block on the completion queue with others; a larger one gets
     /// a block of its own, so that hashing big bodies still spreads over the queue's threads.
     static let sharedBlockBodyLimit = 256 << 10
@@ -421,7 +519,12 @@ final class FetchLoop: @unchecked Sendable {
         var shared: [(FetchTransfer, FetchResponse)] = []
         for (transfer, response) in finished {
             if response.body.count > Self.sharedBlockBodyLimit {
-                completionQueue.async { runBatch { transfer.completion(response) } }
+                completionQueue.async {
+                    runBatch {
+                        self.taken(transfer)
+                        transfer.completion(response)
+                    }
+                }
             } else {
                 shared.append((transfer, response))
             }
@@ -431,7 +534,10 @@ final class FetchLoop: @unchecked Sendable {
         let batch = shared
         completionQueue.async {
             runBatch {
-                for (transfer, response) in batch { transfer.completion(response) }
+                for (transfer, response) in batch {
+                    self.taken(transfer)
+                    transfer.completion(response)
+                }
             }
         }
     }

@@ -29,6 +29,13 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// The easy handle while the transfer runs.
     var easy: CurlEasyHandle?
+    /// The loop running the transfer when it applies body flow control (``BodyBacklog``); set by
+    /// the loop when the transfer starts, cleared when it ends.
+    var loop: FetchLoop?
+    /// Paused by the loop's flow control before its body, waiting to be resumed.
+    var pausedForBacklog = false
+    /// The body counts in the loop's ``BodyBacklog`` as complete, until its completion is taken.
+    private(set) var countsInBacklog = false
     /// `CURLOPT_HTTPHEADER`; lives as long as the easy handle points at it.
     var headerList: CurlStringList?
 
@@ -42,6 +49,8 @@ final class FetchTransfer: @unchecked Sendable {
     private var statusFromLine = 0
     /// Whether the first body chunk of the current response has been seen.
     private var responseChecked = false
+    /// Whether the kept body was let in by the loop's flow control (or needs none).
+    private var bodyAdmitted = false
     /// The current response is not 2xx: its body is counted but not kept.
     private var discarding = false
     private var discardedBytes = 0
@@ -85,8 +94,18 @@ final class FetchTransfer: @unchecked Sendable {
 
     // MARK: Callbacks (fetch queue, inside curl_multi_perform)
 
-    /// The write callback: one chunk of the current response's body. Returns false to abort.
-    func receive(_ data: UnsafePointer<UInt8>, count: Int) -> Bool {
+    /// What the write callback tells libcurl.
+    enum WriteOutcome {
+        /// The chunk was taken.
+        case accepted
+        /// Stop the transfer (``abortReason`` says why).
+        case abort
+        /// Keep the chunk and pause the transfer (`CURL_WRITEFUNC_PAUSE`): the loop's flow control.
+        case pause
+    }
+
+    /// The write callback: one chunk of the current response's body.
+    func receive(_ data: UnsafePointer<UInt8>, count: Int) -> WriteOutcome {
         if !responseChecked {
             responseChecked = true
             startBody()
@@ -95,13 +114,17 @@ final class FetchTransfer: @unchecked Sendable {
             discardedBytes += count
             if discardedBytes > Self.discardLimit {
                 abortReason = .httpStatus(currentStatus)
-                return false
+                return .abort
             }
-            return true
+            return .accepted
+        }
+        if !bodyAdmitted {
+            if let loop, !loop.admitBody(of: self) { return .pause }
+            admitBody()
         }
         if body.count + count > maxBytes {
             abortReason = JobError(.tooLarge, "the body is larger than \(maxBytes) bytes")
-            return false
+            return .abort
         }
         body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
         if inspecting, let inspector = request.inspector {
@@ -113,25 +136,40 @@ final class FetchTransfer: @unchecked Sendable {
             case .reject(let error):
                 inspecting = false
                 abortReason = error
-                return false
+                return .abort
             }
         }
-        return true
+        if let declared = contentLength, Int64(body.count) >= declared { bodyComplete() }
+        return .accepted
+    }
+
+    /// The kept body may come in: its buffer is reserved at the declared length. The loop calls
+    /// this for a paused transfer just before resuming it.
+    func admitBody() {
+        bodyAdmitted = true
+        if let declared = contentLength, declared > 0 {
+            body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
+        }
+    }
+
+    /// The body is complete (all declared bytes, or the transfer ended): from now on it counts in
+    /// the loop's backlog, once.
+    func bodyComplete() {
+        guard !countsInBacklog, let loop else { return }
+        countsInBacklog = true
+        loop.bodyCompleted()
     }
 
     private var currentStatus: Int {
         easy?.long(CURLINFO_RESPONSE_CODE) ?? 0
     }
 
-    /// The first body byte of a response has arrived: its status is known.
+    /// The first body byte of a response has arrived: its status is known. A 2xx body is kept,
+    /// once ``admitBody()`` has let it in.
     private func startBody() {
         let status = currentStatus
         if !(200...299).contains(status) {
             discarding = true
-            return
-        }
-        if let declared = contentLength, declared > 0 {
-            body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
         }
     }
 

@@ -59,6 +59,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
             return policy.deniedClass(of: ip)
         }, maxConnections: configuration.worker.concurrency, completionQueue: workQueue,
+        maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
         runBatch: { CompletionBatch.run($0) })
         switch configuration.storage.kind {
         case .file:
