@@ -531,15 +531,37 @@ final class FetchLoop: @unchecked Sendable {
         }
         finished.removeAll(keepingCapacity: true)
         guard !shared.isEmpty else { return }
-        let batch = shared
+        let block = CompletionBlock(shared)
         completionQueue.async {
             runBatch {
-                for (transfer, response) in batch {
+                for index in block.items.indices {
+                    let (transfer, response) = block.take(index)
                     self.taken(transfer)
                     transfer.completion(response)
                 }
             }
         }
+    }
+}
+
+/// The completions of one turn of the loop that run together in one block. Each response leaves
+/// the block as its completion starts, so a body is freed when its own job is done, not when the
+/// whole block is (a block can hold hundreds).
+///
+/// `@unchecked Sendable` because it is filled on the loop before the block is queued, and then
+/// touched only by that block.
+private final class CompletionBlock: @unchecked Sendable {
+    private(set) var items: [(FetchTransfer, FetchResponse)]
+
+    init(_ items: [(FetchTransfer, FetchResponse)]) {
+        self.items = items
+    }
+
+    /// The completion at `index`, which the block no longer holds afterwards.
+    func take(_ index: Int) -> (FetchTransfer, FetchResponse) {
+        let item = items[index]
+        items[index].1 = FetchResponse()
+        return item
     }
 }
 
