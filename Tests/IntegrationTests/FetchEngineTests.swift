@@ -447,6 +447,37 @@ struct FetchEngineTests {
         try await origin.shutdown()
     }
 
+    @Test("a transfer cancelled while paused by the body limit ends with aborted; the others still resume")
+    func cancelPausedTransfer() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let queue = DispatchQueue(label: "test.flow-control.cancel")
+        queue.suspend()
+        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
+                                     maxWaitingBodies: 2)
+        let responses = CollectedResponses()
+        let tickets = (0..<8).map { _ in
+            engine.fetch(FetchRequest(url: origin.url("/ok.png"))) { responses.append($0) }
+        }
+        let settled = await Self.eventually { engine.waitingBodies + engine.pausedTransfers == tickets.count }
+        #expect(settled)
+        let paused = engine.pausedTransfers
+        #expect(paused > 0)
+        // Cancel every transfer: the complete ones are past cancelling, the paused ones end now.
+        for ticket in tickets { engine.cancel(ticket) }
+        #expect(await Self.eventually { engine.pausedTransfers == 0 })
+        queue.resume()
+        #expect(await Self.eventually { responses.all.count == tickets.count })
+        let all = responses.all
+        #expect(all.filter { $0.error?.code == .aborted }.count == paused)
+        #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == tickets.count - paused)
+        #expect(engine.activeTransfers == 0)
+        // The engine goes on as before.
+        let again = await Self.fetch(engine, origin.url("/ok.png"))
+        #expect(again.error == nil)
+        engine.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test("shutdown ends transfers paused by the body limit with aborted, and keeps the bodies already read")
     func shutdownWithPausedTransfers() async throws {
         let origin = try await TestOrigin.start(threads: 2)

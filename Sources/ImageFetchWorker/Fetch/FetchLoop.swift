@@ -14,12 +14,13 @@ import Darwin
 ///
 /// Other threads talk to it only through a locked inbox of commands, and wake it with
 /// `curl_multi_wakeup` when the inbox goes from empty to not empty, so a new transfer reaches the
-/// wire at once and an idle loop sleeps in `poll(2)` without using CPU.
+/// wire at once and an idle loop sleeps in `poll(2)` without using CPU. The completion queue also
+/// wakes it when the body flow control (``BodyBacklog``) lets paused transfers go on.
 ///
-/// `@unchecked Sendable` because the inbox is behind a `Mutex`, the counters are atomics, the
-/// multi handle is only woken from other threads (thread-safe), and everything else (the
-/// running transfers, the handle pool, the multi handle's other calls) is touched only by
-/// ``run()`` on the fetch queue.
+/// `@unchecked Sendable` because the inbox and the flow control's state are behind `Mutex`es, the
+/// counters are atomics, the multi handle is only woken from other threads (thread-safe), and
+/// everything else (the running and paused transfers, the handle pool, the multi handle's other
+/// calls) is touched only by ``run()`` on the fetch queue.
 final class FetchLoop: @unchecked Sendable {
     enum Command {
         case start(FetchTransfer)
@@ -483,10 +484,15 @@ final class FetchLoop: @unchecked Sendable {
         var allowed = backlog.withLock { $0.resumable() }
         var resumed = 0
         var failed: [(FetchTransfer, CURLcode)] = []
-        while allowed > 0, pausedHead < pausedTransfers.count {
+        while pausedHead < pausedTransfers.count {
             let transfer = pausedTransfers[pausedHead]
+            // Ended meanwhile (timeout, cancel): dropped, so that it is not kept alive here.
+            guard transfer.pausedForBacklog, let easy = transfer.easy else {
+                pausedHead += 1
+                continue
+            }
+            guard allowed > 0 else { break }
             pausedHead += 1
-            guard transfer.pausedForBacklog, let easy = transfer.easy else { continue }  // ended meanwhile
             transfer.pausedForBacklog = false
             resumed += 1
             allowed -= 1

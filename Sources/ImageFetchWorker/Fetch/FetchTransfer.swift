@@ -14,10 +14,11 @@ import Darwin
 /// `HEADERDATA`, `OPENSOCKETDATA`); the engine's table of running transfers holds the strong
 /// reference until the easy handle has been removed from the multi handle and reset.
 ///
-/// `@unchecked Sendable` because it crosses threads exactly once: it is created by the caller of
-/// ``FetchEngine/fetch(_:completion:)`` and handed to the fetch queue through the engine's locked
-/// inbox. From then on it is touched only on the fetch queue (libcurl calls the callbacks from
-/// `curl_multi_perform`, which runs only there).
+/// `@unchecked Sendable` because it is created by the caller of ``FetchEngine/fetch(_:completion:)``
+/// and handed to the fetch queue through the engine's locked inbox. From then on it is touched
+/// only on the fetch queue (libcurl calls the callbacks from `curl_multi_perform`, which runs only
+/// there), until the loop hands it to the completion queue, which only reads what no longer
+/// changes by then (``completion``, ``countsInBacklog``).
 final class FetchTransfer: @unchecked Sendable {
     let id: UInt64
     let request: FetchRequest
