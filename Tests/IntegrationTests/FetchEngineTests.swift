@@ -404,102 +404,100 @@ struct FetchEngineTests {
         try await origin.shutdown()
     }
 
-    /// Starts `urls` on `engine`; their responses collect in the returned box as they complete.
-    static func startAll(_ engine: FetchEngine, _ urls: [String]) -> CollectedResponses {
-        let responses = CollectedResponses()
-        for url in urls {
-            engine.fetch(FetchRequest(url: url)) { response in responses.append(response) }
+    /// A burst of fetches held back by the body limit: the completion queue is suspended, so
+    /// complete bodies pile up to the limit and every other transfer pauses ahead of its body.
+    struct HeldBurst {
+        let origin: TestOrigin
+        let queue: DispatchQueue
+        let engine: FetchEngine
+        let tickets: [FetchTicket]
+        let responses: CollectedResponses
+
+        /// Lets the completion queue run, waits for every response, and checks that `aborted` of
+        /// them ended with `aborted` and the rest carry the whole `/ok.png` body.
+        func resumeAndExpect(aborted: Int) async {
+            queue.resume()
+            let finished = await FetchEngineTests.eventually { responses.all.count == tickets.count }
+            #expect(finished)
+            let all = responses.all
+            #expect(all.filter { $0.error?.code == .aborted }.count == aborted)
+            #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == tickets.count - aborted)
         }
-        return responses
+
+        /// Checks that the engine goes on as before (a fetch on a kept-alive connection), then
+        /// shuts the engine and the origin down.
+        func fetchAgainAndShutDown() async throws {
+            let again = await FetchEngineTests.fetch(engine, origin.url("/ok.png"))
+            #expect(again.error == nil)
+            engine.shutdown()
+            try await origin.shutdown()
+        }
     }
 
-    @Test("with a body limit, a burst of responses waits ahead of its bodies until the completion queue takes some, and every body arrives whole")
-    func bodyFlowControl() async throws {
+    /// Starts the fetches of `urls` (given the origin) with `maxWaitingBodies: limit`, and waits
+    /// until every transfer is either complete and waiting or paused.
+    static func heldBurst(limit: Int, _ urls: (TestOrigin) -> [String]) async throws -> HeldBurst {
         let origin = try await TestOrigin.start(threads: 2)
         let queue = DispatchQueue(label: "test.flow-control")
-        queue.suspend()  // nothing taken: complete bodies pile up to the limit
-        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
-                                     maxWaitingBodies: 4)
-        // Large bodies take several reads of the 4 KiB receive buffer, so a resumed transfer gets
-        // the chunk libcurl kept and then reads the rest from the socket.
-        let large = 300_000
-        let urls = (0..<24).map { $0 % 3 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
-        let responses = Self.startAll(engine, urls)
-        let settled = await Self.eventually {
-            engine.waitingBodies >= 4 && engine.waitingBodies + engine.pausedTransfers == urls.count
+        queue.suspend()
+        let engine = try FetchEngine(configuration: configuration(), addressPolicy: nil, completionQueue: queue,
+                                     maxWaitingBodies: limit)
+        let responses = CollectedResponses()
+        let tickets = urls(origin).map { url in
+            engine.fetch(FetchRequest(url: url)) { responses.append($0) }
+        }
+        let settled = await eventually {
+            engine.waitingBodies >= limit && engine.waitingBodies + engine.pausedTransfers == tickets.count
         }
         #expect(settled, "waiting \(engine.waitingBodies), paused \(engine.pausedTransfers)")
         #expect(engine.pausedTransfers > 0)
         #expect(responses.all.isEmpty)
-        queue.resume()
-        let finished = await Self.eventually { responses.all.count == urls.count }
+        return HeldBurst(origin: origin, queue: queue, engine: engine, tickets: tickets, responses: responses)
+    }
+
+    @Test("with a body limit, a burst of responses waits ahead of its bodies until the completion queue takes some, and every body arrives whole")
+    func bodyFlowControl() async throws {
+        // Large bodies take several reads of the 4 KiB receive buffer, so a resumed transfer gets
+        // the chunk libcurl kept and then reads the rest from the socket.
+        let large = 300_000
+        let burst = try await Self.heldBurst(limit: 4) { origin in
+            (0..<24).map { $0 % 3 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
+        }
+        let engine = burst.engine
+        burst.queue.resume()
+        let finished = await Self.eventually { burst.responses.all.count == burst.tickets.count }
         #expect(finished)
-        let all = responses.all
+        let all = burst.responses.all
         #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == 16)
         let padded = TestOrigin.okBody + [UInt8](repeating: 0, count: large - TestOrigin.okBody.count)
         #expect(all.filter { $0.error == nil && $0.body == padded }.count == 8)
         #expect(engine.waitingBodies == 0)
         #expect(engine.pausedTransfers == 0)
-        // Keep-alive connections of resumed transfers are reused as usual.
-        let again = await Self.fetch(engine, origin.url("/ok.png"))
-        #expect(again.error == nil)
-        engine.shutdown()
-        try await origin.shutdown()
+        try await burst.fetchAgainAndShutDown()
     }
 
     @Test("a transfer cancelled while paused by the body limit ends with aborted; the others still resume")
     func cancelPausedTransfer() async throws {
-        let origin = try await TestOrigin.start(threads: 2)
-        let queue = DispatchQueue(label: "test.flow-control.cancel")
-        queue.suspend()
-        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
-                                     maxWaitingBodies: 2)
-        let responses = CollectedResponses()
-        let tickets = (0..<8).map { _ in
-            engine.fetch(FetchRequest(url: origin.url("/ok.png"))) { responses.append($0) }
-        }
-        let settled = await Self.eventually { engine.waitingBodies + engine.pausedTransfers == tickets.count }
-        #expect(settled)
+        let burst = try await Self.heldBurst(limit: 2) { origin in (0..<8).map { _ in origin.url("/ok.png") } }
+        let engine = burst.engine
         let paused = engine.pausedTransfers
-        #expect(paused > 0)
         // Cancel every transfer: the complete ones are past cancelling, the paused ones end now.
-        for ticket in tickets { engine.cancel(ticket) }
+        for ticket in burst.tickets { engine.cancel(ticket) }
         #expect(await Self.eventually { engine.pausedTransfers == 0 })
-        queue.resume()
-        #expect(await Self.eventually { responses.all.count == tickets.count })
-        let all = responses.all
-        #expect(all.filter { $0.error?.code == .aborted }.count == paused)
-        #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == tickets.count - paused)
+        await burst.resumeAndExpect(aborted: paused)
         #expect(engine.activeTransfers == 0)
-        // The engine goes on as before.
-        let again = await Self.fetch(engine, origin.url("/ok.png"))
-        #expect(again.error == nil)
-        engine.shutdown()
-        try await origin.shutdown()
+        try await burst.fetchAgainAndShutDown()
     }
 
     @Test("shutdown ends transfers paused by the body limit with aborted, and keeps the bodies already read")
     func shutdownWithPausedTransfers() async throws {
-        let origin = try await TestOrigin.start(threads: 2)
-        let queue = DispatchQueue(label: "test.flow-control.shutdown")
-        queue.suspend()
-        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
-                                     maxWaitingBodies: 2)
-        let urls = (0..<10).map { _ in origin.url("/ok.png") }
-        let responses = Self.startAll(engine, urls)
-        let settled = await Self.eventually { engine.waitingBodies + engine.pausedTransfers == urls.count }
-        #expect(settled)
+        let burst = try await Self.heldBurst(limit: 2) { origin in (0..<10).map { _ in origin.url("/ok.png") } }
+        let engine = burst.engine
         let paused = engine.pausedTransfers
-        #expect(paused > 0)
         engine.shutdown()  // returns once every completion has been handed to the queue
         #expect(engine.pausedTransfers == 0)
-        queue.resume()
-        let finished = await Self.eventually { responses.all.count == urls.count }
-        #expect(finished)
-        let all = responses.all
-        #expect(all.filter { $0.error?.code == .aborted }.count == paused)
-        #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == urls.count - paused)
-        try await origin.shutdown()
+        await burst.resumeAndExpect(aborted: paused)
+        try await burst.origin.shutdown()
     }
 
     @Test("sequential fetches reuse the keep-alive connection")
