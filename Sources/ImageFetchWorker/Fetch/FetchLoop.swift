@@ -386,6 +386,7 @@ final class FetchLoop: @unchecked Sendable {
         if status > 0 {
             response.httpStatus = status
             response.contentType = transfer.contentType
+            response.retryAfter = transfer.retryAfter
         }
         response.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         response.redirects = easy.long(CURLINFO_REDIRECT_COUNT) ?? 0

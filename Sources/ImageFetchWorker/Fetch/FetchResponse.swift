@@ -31,6 +31,8 @@ public struct FetchResponse: Sendable {
     public var httpStatus: Int?
     /// The declared Content-Type of the final response.
     public var contentType: String?
+    /// The final response's `Retry-After` header as sent, for a 429 or 503 (see `RetryAfter`).
+    public var retryAfter: String?
     /// The URL after redirects.
     public var finalURL: String?
     /// How many redirects were followed.

@@ -46,6 +46,9 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var contentType: String?
     /// Content-Length of the current response, if declared.
     private(set) var contentLength: Int64?
+    /// `Retry-After` of the current response, as sent (only kept for 429 and 503, which the
+    /// origin scheduler reads as a pause).
+    private(set) var retryAfter: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
     /// Whether the first body chunk of the current response has been seen.
@@ -191,6 +194,10 @@ final class FetchTransfer: @unchecked Sendable {
             } else if let value = Self.value(of: Self.contentLengthPrefix, in: line) {
                 contentLength = Self.parseLength(value)
             }
+        case UInt8(ascii: "R"), UInt8(ascii: "r"):
+            if statusFromLine == 429 || statusFromLine == 503, let value = Self.value(of: Self.retryAfterPrefix, in: line) {
+                retryAfter = String(decoding: value, as: UTF8.self)
+            }
         case UInt8(ascii: "L"), UInt8(ascii: "l"):
             // libcurl follows redirects itself; it checks the scheme (CURLOPT_REDIR_PROTOCOLS_STR)
             // and the veto checks the address, but the target's user info and length are ours to check.
@@ -254,6 +261,7 @@ final class FetchTransfer: @unchecked Sendable {
     private func startResponse() {
         contentType = nil
         contentLength = nil
+        retryAfter = nil
         responseChecked = false
         discarding = false
         discardedBytes = 0
@@ -343,6 +351,7 @@ final class FetchTransfer: @unchecked Sendable {
     static let contentTypePrefix = Array("content-type:".utf8)
     static let contentLengthPrefix = Array("content-length:".utf8)
     static let locationPrefix = Array("location:".utf8)
+    static let retryAfterPrefix = Array("retry-after:".utf8)
 
     /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
     @inline(__always)

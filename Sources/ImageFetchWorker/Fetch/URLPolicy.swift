@@ -97,7 +97,8 @@ public enum URLPolicy {
         var url = scheme + "://" + host
         if let portText { url += ":" + portText }
         url += tail
-        return ValidatedURL(url: url, scheme: scheme, host: host, isHTTPS: scheme == "https")
+        return ValidatedURL(url: url, scheme: scheme, host: host, port: portText.flatMap { Int($0) },
+                            isHTTPS: scheme == "https")
     }
 
     /// Splits and checks `host[:port]`; gives the normalised host and the port as decimal text.

@@ -9,14 +9,17 @@ public struct ValidatedURL: Sendable, Equatable {
     /// The host, lower case. An IPv4 literal in any form `inet_aton` accepts is a dotted quad
     /// (`127.0.0.1`); an IPv6 literal keeps its brackets, in canonical form (`[::1]`), as in the URL.
     public var host: String
+    /// The port the URL names, if it names one (nil: the scheme's default).
+    public var port: Int?
     /// Whether the scheme is `https`.
     public var isHTTPS: Bool
 
     /// Creates a value; normally only ``URLPolicy`` does.
-    public init(url: String, scheme: String, host: String, isHTTPS: Bool) {
+    public init(url: String, scheme: String, host: String, port: Int? = nil, isHTTPS: Bool) {
         self.url = url
         self.scheme = scheme
         self.host = host
+        self.port = port
         self.isHTTPS = isHTTPS
     }
 
