@@ -7,6 +7,8 @@ import Testing
         #expect(topology.queues.map(\.name) == [
             "image-fetch.dead", "image-fetch.results", "image-fetch.jobs",
             "image-fetch.jobs.retry.5s", "image-fetch.jobs.retry.30s", "image-fetch.jobs.retry.2m",
+            "image-fetch.jobs.defer.1s", "image-fetch.jobs.defer.2s", "image-fetch.jobs.defer.5s",
+            "image-fetch.jobs.defer.10s", "image-fetch.jobs.defer.30s", "image-fetch.jobs.defer.1m",
         ])
         let jobs = topology.queues[2]
         #expect(jobs.arguments["x-dead-letter-exchange"] == .string(""))
@@ -15,6 +17,10 @@ import Testing
         let retry = topology.queues[3]
         #expect(retry.arguments["x-message-ttl"] == .int(5000))
         #expect(retry.arguments["x-dead-letter-routing-key"] == .string("image-fetch.jobs"))
+        // Deferral delay queues return their jobs to the jobs queue the same way.
+        let deferral = topology.queues[7]
+        #expect(deferral.arguments["x-message-ttl"] == .int(2000))
+        #expect(deferral.arguments["x-dead-letter-routing-key"] == .string("image-fetch.jobs"))
     }
 
     @Test func quorumTopologyDeclaresDeliveryLimit() {

@@ -14,6 +14,11 @@ public struct Topology: Sendable, Equatable {
         "\(jobs).retry.\(Self.compactDuration(delaySeconds))"
     }
 
+    /// The delay queue of the origin scheduler's deferrals: `<jobs>.defer.<delay>`, e.g. `image-fetch.jobs.defer.5s`.
+    public static func deferQueueName(jobs: String, delaySeconds: Int) -> String {
+        "\(jobs).defer.\(Self.compactDuration(delaySeconds))"
+    }
+
     /// `5s`, `2m`, `1h`, `90s`: the shortest exact spelling.
     public static func compactDuration(_ seconds: Int) -> String {
         if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600)h" }
@@ -36,12 +41,15 @@ public struct Topology: Sendable, Equatable {
             Queue(name: names.results, arguments: typeArguments),
             Queue(name: names.jobs, arguments: jobsArguments),
         ]
-        for delay in Set(configuration.retry.delays).sorted() {
+        // Retry and deferral queues hold a job for their delay, then dead-letter it back to the jobs queue.
+        let delayQueues = Set(configuration.retry.delays).sorted().map { (Self.retryQueueName(jobs: names.jobs, delaySeconds: $0), $0) }
+            + DeferralPolicy(configuration.scheduler).delays.map { (Self.deferQueueName(jobs: names.jobs, delaySeconds: $0), $0) }
+        for (name, delay) in delayQueues {
             var arguments = typeArguments
             arguments["x-message-ttl"] = .int(Int64(delay) * 1000)
             arguments["x-dead-letter-exchange"] = .string("")
             arguments["x-dead-letter-routing-key"] = .string(names.jobs)
-            queues.append(Queue(name: Self.retryQueueName(jobs: names.jobs, delaySeconds: delay), arguments: arguments))
+            queues.append(Queue(name: name, arguments: arguments))
         }
         self.queues = queues
     }

@@ -66,6 +66,9 @@ public enum ConfigurationLoader {
         "fetch.user_agent", "fetch.allow_private_networks", "fetch.allowed_networks",
         "fetch.low_speed_limit", "fetch.low_speed_time",
         "retry.max_attempts", "retry.delays",
+        "scheduler.adaptive", "scheduler.min_limit", "scheduler.max_limit", "scheduler.initial_limit",
+        "scheduler.max_wait", "scheduler.max_retry_after", "scheduler.probe_interval",
+        "scheduler.defer_delays", "scheduler.defer_budget",
         "storage.kind", "storage.path", "storage.fsync",
         "s3.endpoint", "s3.bucket", "s3.region", "s3.prefix", "s3.path_style",
         "s3.access_key_id", "s3.secret_access_key", "s3.session_token",
@@ -150,6 +153,7 @@ public enum ConfigurationLoader {
 
         config.retry.maxAttempts = try reader.int("retry.max_attempts", in: 1...100, default: config.retry.maxAttempts)
         config.retry.delays = try reader.delays("retry.delays", default: config.retry.delays)
+        config.scheduler = try readScheduler(reader, concurrency: config.worker.concurrency)
 
         config.storage.kind = try reader.choice("storage.kind", default: config.storage.kind)
         config.storage.path = try reader.string("storage.path", default: config.storage.path)
@@ -167,6 +171,27 @@ public enum ConfigurationLoader {
         config.metrics.depthInterval = try reader.seconds(
             "metrics.depth_interval", allowZero: true, default: config.metrics.depthInterval)
         return config
+    }
+
+    // MARK: - scheduler.*
+
+    private static func readScheduler(_ reader: ValueReader, concurrency: Int) throws(ConfigurationError) -> WorkerConfiguration.Scheduler {
+        var scheduler = WorkerConfiguration.Scheduler()
+        scheduler.adaptive = try reader.bool("scheduler.adaptive", default: scheduler.adaptive)
+        scheduler.maxLimit = try reader.int("scheduler.max_limit", in: 0...concurrency, default: scheduler.maxLimit)
+        let maxLimit = scheduler.resolvedMaxLimit(concurrency: concurrency)
+        scheduler.minLimit = try reader.int("scheduler.min_limit", in: 1...maxLimit, default: scheduler.minLimit)
+        // The default may be above a small concurrency: the limiter caps it at the max limit.
+        scheduler.initialLimit = try reader.int(
+            "scheduler.initial_limit", in: scheduler.minLimit...maxLimit, default: scheduler.initialLimit)
+        scheduler.maxWait = try reader.seconds("scheduler.max_wait", allowZero: false, default: scheduler.maxWait)
+        scheduler.maxRetryAfter = try reader.seconds(
+            "scheduler.max_retry_after", allowZero: true, default: scheduler.maxRetryAfter)
+        scheduler.probeInterval = try reader.seconds(
+            "scheduler.probe_interval", allowZero: false, default: scheduler.probeInterval)
+        scheduler.deferDelays = try reader.delays("scheduler.defer_delays", default: scheduler.deferDelays)
+        scheduler.deferBudget = try reader.seconds("scheduler.defer_budget", allowZero: false, default: scheduler.deferBudget)
+        return scheduler
     }
 
     // MARK: - s3.*

@@ -98,6 +98,38 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// `scheduler.*`: origin-aware admission (docs/scheduling.md).
+    public struct Scheduler: Sendable, Equatable {
+        /// `scheduler.adaptive`: adapt each origin's limit to its responses; off, every origin may
+        /// use ``maxLimit`` at once (fair shares and `Retry-After` still apply).
+        public var adaptive: Bool = true
+        /// `scheduler.min_limit`: the least concurrency an origin is cut to.
+        public var minLimit: Int = 1
+        /// `scheduler.max_limit`: the most an origin may use; 0 means `worker.concurrency`.
+        public var maxLimit: Int = 0
+        /// `scheduler.initial_limit`: where a new origin's slow start begins.
+        public var initialLimit: Int = 8
+        /// `scheduler.max_wait`: seconds a job may expect to wait for its origin in the prefetch
+        /// window while other origins are active, before it is deferred.
+        public var maxWait: Double = 1
+        /// `scheduler.max_retry_after`: the longest pause a `Retry-After` sets, in seconds.
+        public var maxRetryAfter: Double = 300
+        /// `scheduler.probe_interval`: seconds a known ceiling holds an origin's limit below it.
+        public var probeInterval: Double = 30
+        /// `scheduler.defer_delays`: the delay queues for deferral, in seconds; the n-th deferral
+        /// of a job uses the n-th (the last repeats), or the first one as long as its origin's pause.
+        public var deferDelays: [Int] = [1, 2, 5, 10, 30, 60]
+        /// `scheduler.defer_budget`: seconds of deferral a job may accumulate before it fails with
+        /// `origin_busy`.
+        public var deferBudget: Double = 3600
+        public init() {}
+
+        /// ``maxLimit``, or the concurrency when it is 0.
+        public func resolvedMaxLimit(concurrency: Int) -> Int {
+            maxLimit > 0 ? min(maxLimit, concurrency) : concurrency
+        }
+    }
+
     /// `storage.*`: where images go.
     public struct Storage: Sendable, Equatable {
         /// `storage.kind`.
@@ -191,6 +223,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
     public var worker = Worker()
     public var fetch = Fetch()
     public var retry = Retry()
+    public var scheduler = Scheduler()
     public var storage = Storage()
     public var s3 = S3()
     public var http = HTTP()

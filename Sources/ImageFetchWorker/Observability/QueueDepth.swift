@@ -59,7 +59,10 @@ public enum QueueDepth {
         let retries = Set(configuration.retry.delays).sorted().map {
             Topology.retryQueueName(jobs: queues.jobs, delaySeconds: $0)
         }
-        return [queues.jobs] + retries + [queues.dead, queues.results]
+        let deferrals = DeferralPolicy(configuration.scheduler).delays.map {
+            Topology.deferQueueName(jobs: queues.jobs, delaySeconds: $0)
+        }
+        return [queues.jobs] + retries + deferrals + [queues.dead, queues.results]
     }
 
     /// Samples every queue on a short-lived connection.

@@ -1,6 +1,6 @@
 /// Why a job failed, in the vocabulary of the result contract.
 ///
-/// The ``code`` is stable and documented (see `docs/errors` in the README); the ``message`` is for
+/// The ``code`` is stable and documented (docs/message-contract.md, "Error codes"); the ``message`` is for
 /// people and never contains a URL, a password or a credential. ``retryable`` says whether the job
 /// goes through the retry queues or produces its final failure result at once.
 public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -40,6 +40,11 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let tooManyPixels = Code(rawValue: "too_many_pixels")
         /// The sink could not store the body.
         public static let storageFailed = Code(rawValue: "storage_failed")
+        /// The job's origin stayed paused or busy past `scheduler.defer_budget` of deferral.
+        /// Dead-lettered with its result, so that it can be redriven.
+        public static let originBusy = Code(rawValue: "origin_busy")
+        /// A job redelivered more than `queue.delivery_limit` times; only in dead-letter headers.
+        public static let deliveryLimit = Code(rawValue: "delivery_limit")
         /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
         /// The delivery is handed back to the broker instead of producing a result.
         public static let aborted = Code(rawValue: "aborted")

@@ -1,0 +1,22 @@
+/// Where a job's requests go, for scheduling: scheme, host and port of its URL after the URL
+/// checks. Redirects do not change a job's origin: the whole transfer, hops included, counts
+/// against the origin the job named (docs/scheduling.md says why).
+package struct Origin: Hashable, Sendable, CustomStringConvertible {
+    package var scheme: String
+    package var host: String
+    package var port: Int
+
+    package init(scheme: String, host: String, port: Int) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+    }
+
+    /// The origin of a checked URL; the port defaults by scheme.
+    package init(_ url: ValidatedURL) {
+        self.init(scheme: url.scheme, host: url.host, port: url.port ?? (url.isHTTPS ? 443 : 80))
+    }
+
+    /// `https://example.com:443`, as `/origins` and the logs show it.
+    package var description: String { "\(scheme)://\(host):\(port)" }
+}

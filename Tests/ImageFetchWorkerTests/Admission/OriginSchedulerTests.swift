@@ -1,0 +1,182 @@
+import Testing
+@testable import ImageFetchWorker
+
+@Suite struct OriginSchedulerTests {
+    static let ms: UInt64 = 1_000_000
+    static let a = Origin(scheme: "https", host: "a.example", port: 443)
+    static let b = Origin(scheme: "https", host: "b.example", port: 443)
+    static let c = Origin(scheme: "http", host: "c.example", port: 8080)
+
+    static func scheduler(concurrency: Int = 32, initial: Int? = nil, window: Int = 64) -> OriginScheduler<String> {
+        OriginScheduler(settings: .init(
+            limiter: .init(minLimit: 1, maxLimit: concurrency, initialLimit: initial ?? concurrency), window: window))
+    }
+
+    /// Takes up to `permits` jobs, as admission does with that many free global permits.
+    static func take(_ scheduler: inout OriginScheduler<String>, _ permits: Int, now: UInt64 = 0) -> [OriginScheduler<String>.Start] {
+        var started: [OriginScheduler<String>.Start] = []
+        while started.count < permits, let start = scheduler.next(now: now) { started.append(start) }
+        return started
+    }
+
+    static func ok(_ latency: UInt64 = 10_000_000) -> OriginScheduler<String>.FetchOutcome {
+        .response(status: 200, latencyNanoseconds: latency, durationNanoseconds: latency, retryAfterSeconds: nil)
+    }
+
+    @Test func anOriginAloneUsesEveryPermit() {
+        var scheduler = Self.scheduler()
+        for index in 0..<100 { #expect(scheduler.enqueue("a\(index)", origin: Self.a, now: 0) == nil) }
+        let started = Self.take(&scheduler, 32)
+        #expect(started.count == 32)
+        #expect(started.map(\.element) == (0..<32).map { "a\($0)" })
+        #expect(scheduler.next(now: 0) == nil)  // its limit is the concurrency
+        #expect(scheduler.waitingCount == 68)
+    }
+
+    @Test func waitingOriginsShareThePermitsEvenly() {
+        var scheduler = Self.scheduler()
+        // A's jobs arrive first, and many more of them.
+        for index in 0..<100 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
+        for index in 0..<20 { _ = scheduler.enqueue("b\(index)", origin: Self.b, now: 0) }
+        let started = Self.take(&scheduler, 32)
+        #expect(started.filter { $0.origin == Self.a }.count == 16)
+        #expect(started.filter { $0.origin == Self.b }.count == 16)
+        // A freed permit goes to the origin with the fewest running.
+        let finished = started.first { $0.origin == Self.a }!
+        _ = scheduler.finished(finished, outcome: Self.ok(), now: 1)
+        #expect(scheduler.next(now: 1)?.origin == Self.a)
+    }
+
+    @Test func sharesAreMaxMinFair() {
+        var scheduler = Self.scheduler(concurrency: 30)
+        for index in 0..<50 {
+            _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0)
+            _ = scheduler.enqueue("b\(index)", origin: Self.b, now: 0)
+        }
+        for index in 0..<4 { _ = scheduler.enqueue("c\(index)", origin: Self.c, now: 0) }
+        let started = Self.take(&scheduler, 30)
+        // C wants only four; A and B split the rest.
+        #expect(started.filter { $0.origin == Self.c }.count == 4)
+        #expect(started.filter { $0.origin == Self.a }.count == 13)
+        #expect(started.filter { $0.origin == Self.b }.count == 13)
+    }
+
+    @Test func anOriginNeverExceedsItsLimit() {
+        var scheduler = Self.scheduler(initial: 4)
+        for index in 0..<10 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
+        #expect(Self.take(&scheduler, 32).count == 4)
+    }
+
+    @Test func retryAfterPausesTheOriginForThatLong() {
+        var scheduler = Self.scheduler()
+        for index in 0..<10 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
+        let first = Self.take(&scheduler, 1)[0]
+        let events = scheduler.finished(first, outcome: .response(status: 503, latencyNanoseconds: Self.ms,
+                                                                  durationNanoseconds: Self.ms, retryAfterSeconds: 3),
+                                        now: 10 * Self.ms)
+        #expect(events.contains(.paused(Self.a, seconds: 3)))
+        #expect(!scheduler.hasStartable(now: 3_009 * Self.ms))
+        #expect(scheduler.next(now: 3_009 * Self.ms) == nil)
+        #expect(scheduler.nextPauseEnd(now: 20 * Self.ms) == 3_010 * Self.ms)
+        #expect(scheduler.next(now: 3_010 * Self.ms) != nil)
+    }
+
+    @Test func aRefusalWithoutRetryAfterCutsTheLimitButPausesNothing() {
+        var scheduler = Self.scheduler(initial: 16)
+        for index in 0..<40 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
+        let started = Self.take(&scheduler, 32)
+        #expect(started.count == 16)
+        let events = scheduler.finished(started[12], outcome: .response(status: 429, latencyNanoseconds: Self.ms,
+                                                                        durationNanoseconds: Self.ms, retryAfterSeconds: nil),
+                                        now: Self.ms)
+        #expect(events == [.limitCut(Self.a, OriginLimiter.Cut(from: 16, to: 8, signal: .tooManyRequests))])
+        #expect(scheduler.hasStartable(now: Self.ms) == false)  // 15 running over a limit of 8
+        #expect(!scheduler.isPaused(Self.a, now: Self.ms))
+    }
+
+    @Test func aBusyOriginsJobsLeaveTheWindowWhenAnotherOriginIsActive() {
+        var scheduler = Self.scheduler(concurrency: 8, window: 16)
+        // A slow origin (2 s a fetch) with all eight permits and a queue.
+        for index in 0..<16 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
+        let started = Self.take(&scheduler, 8)
+        _ = scheduler.finished(started[0], outcome: Self.ok(2_000 * Self.ms), now: 2_000 * Self.ms)
+        _ = Self.take(&scheduler, 1, now: 2_000 * Self.ms)
+        // Alone, nothing waits behind it: nothing leaves.
+        #expect(scheduler.sweep(now: 2_001 * Self.ms).isEmpty)
+        // Another origin shows up: A holds more than its share of the window, and its last jobs
+        // would wait longer than a second.
+        _ = scheduler.enqueue("b0", origin: Self.b, now: 2_002 * Self.ms)
+        let deferred = scheduler.sweep(now: 2_003 * Self.ms)
+        #expect(!deferred.isEmpty)
+        #expect(deferred.allSatisfy { $0.origin == Self.a && $0.atLeastSeconds == nil })
+        #expect(deferred.first?.element == "a15")  // newest first
+        // B's job is not deferred: it can start at once.
+        #expect(scheduler.next(now: 2_004 * Self.ms)?.origin == Self.b)
+    }
+
+    @Test func aPausedOriginsNewJobsLeaveAtOnceWhenOthersAreActive() {
+        var scheduler = Self.scheduler(concurrency: 4, window: 8)
+        _ = scheduler.enqueue("b0", origin: Self.b, now: 0)
+        _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
+        let started = Self.take(&scheduler, 2)
+        let aStart = started.first { $0.origin == Self.a }!
+        _ = scheduler.finished(aStart, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
+                                                          durationNanoseconds: Self.ms, retryAfterSeconds: 30), now: Self.ms)
+        _ = scheduler.sweep(now: Self.ms)
+        for index in 1...4 { #expect(scheduler.enqueue("a\(index)", origin: Self.a, now: 2 * Self.ms) == nil) }
+        // Past its share of the window (8 / 2 origins), a job for the paused origin leaves, for at
+        // least the rest of the pause.
+        let deferral = scheduler.enqueue("a5", origin: Self.a, now: 2 * Self.ms)
+        #expect(deferral?.element == "a5")
+        #expect((deferral?.atLeastSeconds ?? 0) > 29.9)
+    }
+
+    @Test func aDrainTakesEveryWaitingJob() {
+        var scheduler = Self.scheduler(initial: 1)
+        for index in 0..<3 {
+            _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0)
+            _ = scheduler.enqueue("b\(index)", origin: Self.b, now: 0)
+        }
+        _ = Self.take(&scheduler, 2)
+        #expect(Set(scheduler.takeAll()) == ["a1", "a2", "b1", "b2"])
+        #expect(scheduler.waitingCount == 0)
+        #expect(scheduler.next(now: 0) == nil)
+        #expect(scheduler.inFlightCount == 2)
+    }
+
+    @Test func idleOriginsAreForgotten() {
+        var scheduler = Self.scheduler()
+        _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
+        let start = Self.take(&scheduler, 1)[0]
+        _ = scheduler.finished(start, outcome: Self.ok(), now: Self.ms)
+        _ = scheduler.sweep(now: 2 * Self.ms)
+        #expect(scheduler.gauges(now: 2 * Self.ms).known == 1)
+        _ = scheduler.sweep(now: 301_000 * Self.ms)
+        #expect(scheduler.gauges(now: 301_000 * Self.ms).known == 0)
+    }
+
+    @Test func busiestListsOriginsByWork() {
+        var scheduler = Self.scheduler(initial: 1)
+        for index in 0..<3 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
+        _ = scheduler.enqueue("b0", origin: Self.b, now: 0)
+        let report = scheduler.busiest(1, now: 0)
+        #expect(report.map(\.origin) == [Self.a])
+        #expect(report.first?.waiting == 3)
+        #expect(report.first?.slowStart == true)
+    }
+
+    /// The fix for the drain race: the group is entered before a job leaves the scheduler, and
+    /// left when none does.
+    @Test func admissionEntersTheGroupBeforeTakingAJob() {
+        var calls: [String] = []
+        let taken = Admission<String>.takeNext(enter: { calls.append("enter") }, leave: { calls.append("leave") },
+                                               next: { calls.append("next"); return "job" })
+        #expect(taken == "job")
+        #expect(calls == ["enter", "next"])
+        calls.removeAll()
+        let none = Admission<String>.takeNext(enter: { calls.append("enter") }, leave: { calls.append("leave") },
+                                              next: { () -> String? in calls.append("next"); return nil })
+        #expect(none == nil)
+        #expect(calls == ["enter", "next", "leave"])
+    }
+}
