@@ -32,14 +32,17 @@ struct Run: ParsableCommand {
         let logger = Logger(label: "image-fetch-worker")
         logger.debug("malloc settings", metadata: ["retention": "\(retention)"])
         let worker: Worker
+        let signals: ShutdownSignals
         do {
             worker = try Worker(configuration: configuration, logger: logger)
+            // Before connecting: a SIGTERM during the first connection attempts drains too.
+            signals = ShutdownSignals(worker: worker, logger: logger)
             try worker.start()
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)
         }
-        withExtendedLifetime(worker) { dispatchMain() }
+        withExtendedLifetime((worker, signals)) { dispatchMain() }
     }
 }
 

@@ -16,13 +16,17 @@ public final class HealthServer: Sendable {
         public var checkHealth: @Sendable (@escaping @Sendable (Bool) -> Void) -> Void
         /// The Prometheus text exposition.
         public var metrics: @Sendable () -> [UInt8]
+        /// `/origins`: the busiest origins as JSON, at most `limit` of them.
+        public var origins: @Sendable (_ limit: Int) -> [UInt8]
 
         public init(isReady: @escaping @Sendable () -> Bool,
                     checkHealth: @escaping @Sendable (@escaping @Sendable (Bool) -> Void) -> Void,
-                    metrics: @escaping @Sendable () -> [UInt8]) {
+                    metrics: @escaping @Sendable () -> [UInt8],
+                    origins: @escaping @Sendable (_ limit: Int) -> [UInt8] = { _ in Array("[]\n".utf8) }) {
             self.isReady = isReady
             self.checkHealth = checkHealth
             self.metrics = metrics
+            self.origins = origins
         }
     }
 
@@ -95,6 +99,14 @@ private final class EndpointHandler: ChannelInboundHandler {
         switch path {
         case "/metrics":
             respond(context, head, .ok, "text/plain; version=0.0.4; charset=utf-8", probes.metrics())
+        case "/origins":
+            // `?limit=N`, 1…1000, default 20.
+            let query = head.uri.split(separator: "?", maxSplits: 1).dropFirst().first ?? ""
+            let limit = query.split(separator: "&").compactMap { pair -> Int? in
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 && parts[0] == "limit" ? Int(parts[1]) : nil
+            }.first.map { min(max($0, 1), 1000) } ?? 20
+            respond(context, head, .ok, "application/json", probes.origins(limit))
         case "/readyz":
             let ready = probes.isReady()
             respond(context, head, ready ? .ok : .serviceUnavailable, "text/plain",

@@ -1,4 +1,4 @@
-/// The result message of one job, as specified by the message contract in ARCHITECTURE.md.
+/// The result message of one job, as specified in docs/message-contract.md.
 public struct JobResult: Sendable, Equatable {
     /// `"ok"` or `"failed"`.
     public enum Status: String, Sendable { case ok, failed }

@@ -1,0 +1,327 @@
+import Crypto
+import Dispatch
+import Foundation
+import Logging
+
+/// Per-job state that outlives the closures of one job.
+final class JobContext: @unchecked Sendable {
+    // @unchecked Sendable: each `var` is written by one stage before the next stage is scheduled
+    // (intake → admission → fetch completion → storage → publish), so the queue hand-offs order
+    // every access.
+    let delivery: Delivery
+    let job: Job?
+    var admittedAt: UInt64 = 0
+    var urlHost: String?
+    /// The checked URL, as libcurl is given it.
+    var fetchURL: String?
+    var ticket: Admission<JobContext>.Ticket?
+    var slotReleased = false
+
+    init(delivery: Delivery, job: Job?) {
+        self.delivery = delivery
+        self.job = job
+    }
+}
+
+extension Worker {
+    // MARK: - Intake (channel queue)
+
+    /// Decodes the delivery and checks its URL; a valid job goes to admission under its origin,
+    /// anything else is answered at once without a permit.
+    func intake(_ delivery: Delivery) {
+        let job: Job
+        switch Job.decode(delivery) {
+        case .failure(let error):
+            let context = beginUnscheduled(JobContext(delivery: delivery, job: nil))
+            logger.warning("invalid job dead-lettered", metadata: [
+                "reason": "\(error.message)", "bytes": "\(delivery.body.count)",
+            ])
+            publishThenSettle(context, policy.invalid(delivery, error: error))
+            return
+        case .success(let decoded):
+            job = decoded
+        }
+        let context = JobContext(delivery: delivery, job: job)
+        if configuration.queue.type == .classic,
+           redeliveries.withLock({ $0.record(identity: job.id, redelivered: job.redelivered) }) {
+            logger.error("job redelivered too often; dead-lettered as poison", metadata: [
+                "job_id": "\(job.id)", "limit": "\(configuration.queue.deliveryLimit)",
+            ])
+            publishThenSettle(beginUnscheduled(context), policy.poison(delivery, job: job))
+            return
+        }
+        switch URLPolicy.validate(job.url) {
+        case .failure(let error):
+            finish(beginUnscheduled(context), job: job, error: error, response: nil)
+        case .success(let url):
+            context.urlHost = url.host
+            context.fetchURL = url.url
+            admission.submit(context, origin: Origin(url))
+        }
+    }
+
+    /// A job answered without a fetch still counts in flight until it settles.
+    private func beginUnscheduled(_ context: JobContext) -> JobContext {
+        inFlight.enter()
+        stats.admitted()
+        context.admittedAt = DispatchTime.now().uptimeNanoseconds
+        context.slotReleased = true  // it never took a permit
+        return context
+    }
+
+    // MARK: - Admission (admission queue)
+
+    /// Admission gave the job a permit: fetch it.
+    func start(_ ticket: Admission<JobContext>.Ticket) {
+        let context = ticket.element
+        guard let job = context.job, let url = context.fetchURL else { return }
+        stats.admitted()
+        context.admittedAt = DispatchTime.now().uptimeNanoseconds
+        context.ticket = ticket
+        var request = FetchRequest(url: url)
+        let maxPixels = configuration.fetch.maxPixels
+        // Stops the download as soon as the header proves the image too large.
+        request.inspector = { prefix in
+            switch ImageSniffer.inspect(prefix, isComplete: false) {
+            case .needMoreData: return .needMore
+            case .notAnImage: return .accept
+            case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject($0) } ?? .accept
+            }
+        }
+        // Completions arrive on the work queue, several small ones to a block.
+        fetchEngine.fetch(request) { response in
+            self.fetched(context, job: job, response: response)
+        }
+    }
+
+    /// The scheduler gave the job up from the window: republish it to a delay queue, then ack it.
+    func deferJob(_ context: JobContext, origin: Origin, atLeastSeconds: Double?) {
+        stats.admitted()
+        context.admittedAt = DispatchTime.now().uptimeNanoseconds
+        context.slotReleased = true
+        guard let job = context.job else { return }
+        guard let decision = policy.deferred(context.delivery, job: job, atLeastSeconds: atLeastSeconds) else {
+            finish(context, job: job, error: policy.budgetSpent, response: nil)
+            return
+        }
+        originMetrics.deferrals.increment()
+        if logger.logLevel <= .debug {
+            logger.debug("job deferred", metadata: ["job_id": "\(job.id)", "origin": "\(origin)"])
+        }
+        publishThenSettle(context, decision)
+    }
+
+    /// `too_many_pixels` when width × height is over the limit.
+    static func pixelLimitError(_ info: ImageInfo, maxPixels: Int) -> JobError? {
+        let (pixels, overflow) = info.width.multipliedReportingOverflow(by: info.height)
+        guard overflow || pixels > maxPixels else { return nil }
+        return JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels")
+    }
+
+    private func releaseSlot(_ context: JobContext) {
+        guard !context.slotReleased else { return }
+        context.slotReleased = true
+        // At the end of the block of completions this runs in, with the others (one wake-up).
+        CompletionBatch.signal(semaphore)
+    }
+
+    // MARK: - Fetched (work queue)
+
+    private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
+        if let ticket = context.ticket {
+            admission.finished(ticket, outcome: Self.originOutcome(response, maxRetryAfter: configuration.scheduler.maxRetryAfter))
+        }
+        if let timings = response.timings {
+            stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
+        }
+        if let status = response.httpStatus, status == 429 || status == 503 {
+            originMetrics.overloadResponse(status: status)
+        }
+        if !response.body.isEmpty { stats.metrics.fetchedBytes.increment(by: response.body.count) }
+        if let error = response.error {
+            releaseSlot(context)
+            if error.code == .aborted {
+                handBack(context)
+            } else {
+                finish(context, job: job, error: error, response: response)
+            }
+            return
+        }
+        let info: ImageInfo
+        switch ImageSniffer.inspect(response.body) {
+        case .image(let found):
+            info = found
+        case .notAnImage(let reason):
+            releaseSlot(context)
+            finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image (\(reason))"), response: response)
+            return
+        case .needMoreData:
+            releaseSlot(context)
+            finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image"), response: response)
+            return
+        }
+        if let error = Self.pixelLimitError(info, maxPixels: configuration.fetch.maxPixels) {
+            releaseSlot(context)
+            finish(context, job: job, error: error, response: response)
+            return
+        }
+        let digest = SHA256.hash(data: response.body).hexString
+        let request = StorageRequest(body: response.body, sha256: digest, info: info, keyHint: job.key,
+                                     jobID: job.id, sourceURL: job.url)
+        sink.store(request) { result in
+            self.releaseSlot(context)
+            switch result {
+            case .success(let stored):
+                self.finish(context, job: job, error: nil, response: response, image: info, digest: digest,
+                            location: stored.location)
+            case .failure(let error):
+                self.finish(context, job: job, error: error, response: response)
+            }
+        }
+    }
+
+    /// What a fetch tells the scheduler about its origin.
+    static func originOutcome(_ response: FetchResponse, maxRetryAfter: Double) -> OriginScheduler<JobContext>.FetchOutcome {
+        if let status = response.httpStatus, status > 0 {
+            let timings = response.timings
+            // The origin's own time: first byte after the connection (and TLS) was set up.
+            let latency = timings.map { max($0.ttfbMs - max($0.connectMs, $0.tlsMs), 0) }
+            let retryAfter = status == 429 || status == 503
+                ? RetryAfter.seconds(response.retryAfter, now: Date().timeIntervalSince1970, cap: maxRetryAfter) : nil
+            return .response(status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
+                             durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfter)
+        }
+        switch response.error?.code {
+        case .connectFailed?, .timeout?:
+            return .connectFailure(durationNanoseconds: UInt64((response.timings?.totalMs ?? 0) * 1e6))
+        default:
+            return .other
+        }
+    }
+
+    // MARK: - Results
+
+    func finish(_ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
+                image: ImageInfo? = nil, digest: String? = nil, location: String? = nil) {
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
+        var result = JobResult(job: job, status: error == nil ? .ok : .failed, durationMs: elapsed, worker: hostName,
+                               finishedAt: Date().timeIntervalSince1970)
+        if let response {
+            result.httpStatus = response.httpStatus
+            result.contentType = response.contentType
+            result.finalURL = response.finalURL
+            result.redirects = response.redirects
+            result.timings = response.timings
+        }
+        result.image = image
+        result.bytes = image == nil ? nil : response?.body.count
+        result.sha256 = digest
+        result.location = location
+        result.error = error
+        var retryAfter: Double?
+        if let response, let status = response.httpStatus, status == 429 || status == 503 {
+            retryAfter = RetryAfter.seconds(response.retryAfter, now: Date().timeIntervalSince1970,
+                                            cap: configuration.scheduler.maxRetryAfter)
+        }
+        let decision = policy.finished(context.delivery, job: job, result: result, retryAfterSeconds: retryAfter)
+        if logger.logLevel <= .debug {
+            var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(decision.outcome.name)",
+                                             "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]
+            if let host = context.urlHost { metadata["url_host"] = "\(host)" }
+            if let error { metadata["error"] = "\(error.code)" }
+            logger.debug("job finished", metadata: metadata)
+        }
+        publishThenSettle(context, decision)
+    }
+
+    /// The fetch was aborted at the drain deadline: the delivery goes back to the queue.
+    private func handBack(_ context: JobContext) {
+        let delivery = context.delivery
+        session.queue.async { [self] in
+            session.nackOnQueue(delivery, requeue: true)
+            stats.handedBack()
+            stats.finished()
+            inFlight.leave()
+        }
+    }
+
+    /// Publishes every message of `decision`, and acks the delivery only when the broker confirmed
+    /// all of them; otherwise it is nacked (`decision.ifUnconfirmed`), or, on a lost channel, left
+    /// for redelivery. Then the job leaves the in-flight group.
+    func publishThenSettle(_ context: JobContext, _ decision: OutcomePolicy.Decision) {
+        let delivery = context.delivery
+        let messages = decision.messages
+        // Inside a block of completions, the publishes of the block go to the channel queue together.
+        CompletionBatch.async(on: session.queue) { [self] in
+            let tally = PublishTally(remaining: messages.count)
+            let publishedAt = DispatchTime.now().uptimeNanoseconds
+            for message in messages {
+                session.publishOnQueue(message) { [self] outcome in
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    stats.metrics.confirmLatency.recordNanoseconds(Int64(now - publishedAt))
+                    // Runs on the channel queue, like the loop above.
+                    tally.remaining -= 1
+                    if outcome != .confirmed { tally.failure = outcome }
+                    guard tally.remaining == 0 else { return }
+                    switch tally.failure {
+                    case nil:
+                        session.ackOnQueue(delivery)
+                        stats.metrics.ackLatency.recordNanoseconds(Int64(now - delivery.receivedAt))
+                        count(decision.outcome, job: context.job)
+                    case .connectionLost:
+                        break  // the broker redelivers it; the old tag cannot be used
+                    default:
+                        logger.warning("publish not confirmed; job handed back", metadata: [
+                            "outcome": "\(tally.failure.map { "\($0)" } ?? "")",
+                            "requeue": "\(decision.ifUnconfirmed == .requeue)",
+                        ])
+                        session.nackOnQueue(delivery, requeue: decision.ifUnconfirmed == .requeue)
+                    }
+                    stats.finished()
+                    inFlight.leave()
+                }
+            }
+        }
+    }
+
+    private func count(_ outcome: OutcomePolicy.Outcome, job: Job?) {
+        if let job, job.redelivered { redeliveries.withLock { $0.forget(identity: job.id) } }
+        switch outcome {
+        case .ok: stats.succeeded()
+        case .retry: stats.retried()
+        case .failedFinal(let code): stats.failed(code); stats.deadLettered()
+        case .failed(let code): stats.failed(code)
+        case .deadLettered(let code):
+            if code == .invalidJob { stats.failed(code) }
+            stats.deadLettered()
+        case .deferred: break
+        }
+    }
+}
+
+private final class PublishTally: @unchecked Sendable {
+    // @unchecked Sendable: created and used only on the channel queue.
+    var remaining: Int
+    var failure: PublishOutcome?
+    init(remaining: Int) { self.remaining = remaining }
+}
+
+extension Digest {
+    /// Lowercase hex, written straight into the string's storage (one allocation).
+    var hexString: String {
+        String(unsafeUninitializedCapacity: Self.byteCount * 2) { out in
+            var index = 0
+            for byte in self {
+                out[index] = Self.hexDigit(byte >> 4)
+                out[index + 1] = Self.hexDigit(byte & 0x0F)
+                index += 2
+            }
+            return index
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+}
