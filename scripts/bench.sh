@@ -23,6 +23,11 @@
 #   jpeg16    3 MB JPEG from nginx, concurrency 16, 6,000 jobs    rate ÷ the origin's own rate (wrk)
 #   floor16   jpeg16's job done by the C floor: how close to nginx alone a worker that hashes and
 #             stores each 3 MB image can get on these cores
+#   mixed     3,000 jobs for nginx alone, then again beside 300 (one in eleven) for a 2 s origin on
+#             127.0.0.2; concurrency 32: the fast origin's share of its rate alone, jobs ok (issue 17)
+#   capacity  600 jobs for an origin on 127.0.0.3 that serves 8 at once and answers 429 with
+#             Retry-After: 1 beyond; concurrency 64: refused requests per image, capacity used
+#             (BENCH_WORKER=old/image-fetch-worker runs both against a build without the scheduler)
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
 #
 # What it does: installs what is missing (scripts/deps.sh, plus wrk and cjpeg for the benchmark
@@ -76,7 +81,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 soak)
+all_names=(png32 floor32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak)
 requested=()
 for arg in "$@"; do
   case "$arg" in

@@ -89,6 +89,7 @@ final class Runner: @unchecked Sendable {
     /// Runs the scenario; returns the process exit status for the driver.
     func run() throws -> Int32 {
         let scenario = options.scenario
+        if scenario.origin == .origins { return try OriginScenarios(options: options).run() }
         let jobs = options.jobs
         let warmup = max(1, min(jobs / 2, Int(Double(jobs) * options.warmupFraction)))
         let loadAtStart = ProcStats.loadAverage()
@@ -100,6 +101,8 @@ final class Runner: @unchecked Sendable {
         switch scenario.origin {
         case .fastPNG: url = options.fastOrigin + "/bench.png"
         case .fastJPEG: url = options.fastOrigin + "/bench.jpg"
+        case .origins:
+            throw BenchError("\(scenario.name) runs through OriginScenarios")
         case .slowPNG:
             guard let body = FileManager.default.contents(atPath: options.png) else {
                 throw BenchError("cannot read the PNG \(options.png)")

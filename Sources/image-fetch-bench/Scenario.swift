@@ -7,6 +7,8 @@ struct Scenario: Sendable {
         case fastJPEG
         /// The driver's own origin: the 12 KB PNG after 100 ms.
         case slowPNG
+        /// Origins of their own on other loopback addresses (`OriginScenarios`).
+        case origins
     }
 
     let name: String
@@ -39,6 +41,10 @@ struct Scenario: Sendable {
                  concurrency: 16, defaultJobs: 6_000, origin: .fastJPEG),
         Scenario(name: "floor16", title: "jpeg16's job done by the C floor (Benchmarks/Floor/floor.c), concurrency 16",
                  concurrency: 16, defaultJobs: 6_000, origin: .fastJPEG),
+        Scenario(name: "mixed", title: "a fast origin (nginx) beside a 2 s origin on another address, one job in eleven, concurrency 32",
+                 concurrency: 32, defaultJobs: 3_000, origin: .origins),
+        Scenario(name: "capacity", title: "an origin that serves 8 at once and answers 429 with Retry-After: 1 beyond, concurrency 64",
+                 concurrency: 64, defaultJobs: 600, origin: .origins),
         Scenario(name: "soak", title: "1,000,000 small jobs (12 KB PNG, fast origin, concurrency 32), RSS each second",
                  concurrency: 32, defaultJobs: 1_000_000, origin: .fastPNG),
     ]
