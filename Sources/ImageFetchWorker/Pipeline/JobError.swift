@@ -4,10 +4,11 @@
 /// people and never contains a URL, a password or a credential. ``retryable`` says whether the job
 /// goes through the retry queues or produces its final failure result at once.
 public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// A stable, machine-readable error code. Extensible: new codes are new static members.
-    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    /// A stable, machine-readable error code: a closed set. Callers compare codes; only this type
+    /// mints them, so every code that can appear is one of the static members below, documented.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
         public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+        private init(rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
 
         /// The body is not JSON, or `id`/`url` is missing. The job is dead-lettered.

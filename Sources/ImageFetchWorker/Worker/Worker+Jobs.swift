@@ -74,8 +74,14 @@ extension Worker {
     /// Admission gave the job a permit: fetch it.
     func start(_ ticket: Admission<JobContext>.Ticket) {
         let context = ticket.element
-        guard let job = context.job, let url = context.fetchURL else { return }
         stats.admitted()
+        guard let job = context.job, let url = context.fetchURL else {
+            // Only decoded jobs with a checked URL are scheduled; should one ever lack them, it
+            // gives its permit back and is handed back to the broker rather than lost.
+            releaseSlot(context)
+            admission.finished(ticket, outcome: .other)
+            return handBack(context)
+        }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         context.ticket = ticket
         var request = FetchRequest(url: url)
@@ -99,7 +105,7 @@ extension Worker {
         stats.admitted()
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         context.slotReleased = true
-        guard let job = context.job else { return }
+        guard let job = context.job else { return handBack(context) }
         guard let decision = policy.deferred(context.delivery, job: job, atLeastSeconds: atLeastSeconds) else {
             finish(context, job: job, error: policy.budgetSpent, response: nil)
             return
@@ -235,7 +241,7 @@ extension Worker {
     }
 
     /// The fetch was aborted at the drain deadline: the delivery goes back to the queue.
-    private func handBack(_ context: JobContext) {
+    func handBack(_ context: JobContext) {
         let delivery = context.delivery
         session.queue.async { [self] in
             session.nackOnQueue(delivery, requeue: true)
