@@ -63,10 +63,17 @@ enum TestBroker {
         return try connection.declareQueue(channel: 1, name: queue, passive: true).messages
     }
 
-    /// Deletes a test's queues (best effort).
+    /// Deletes a test's queues (best effort): through the management API when the node has it (one
+    /// process, milliseconds a queue), else with rabbitmqctl (an Erlang VM start a queue).
     static func cleanUp(_ configuration: WorkerConfiguration) {
+        let queues = QueueDepth.queueNames(configuration)
+        if let management = ProcessInfo.processInfo.environment["IFW_TEST_MANAGEMENT_URL"] {
+            let command = "for q in \"$@\"; do curl -fsS -o /dev/null -u guest:guest -X DELETE \"\(management)/api/queues/%2F/$q\" || true; done"
+            _ = try? run("/bin/bash", ["-c", command, "cleanup"] + queues)
+            return
+        }
         guard let script else { return }
-        for queue in QueueDepth.queueNames(configuration) {
+        for queue in queues {
             _ = try? run(script, ["ctl", "delete_queue", queue])
         }
     }
