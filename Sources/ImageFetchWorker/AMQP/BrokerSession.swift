@@ -257,6 +257,7 @@ public final class BrokerSession: @unchecked Sendable {
         queue.async {
             guard let connection = self.connection, self.isOpenEpoch else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
+            defer { self.readBufferedInput() }
             do throws(AMQPError) {
                 try connection.openChannel(2)
                 let depth = try connection.declareQueue(channel: 2, name: name, passive: true)
@@ -270,6 +271,13 @@ public final class BrokerSession: @unchecked Sendable {
                 completion(nil)
             }
         }
+    }
+
+    /// After a synchronous RPC: the frames for channel 1 that rabbitmq-c read while it waited for
+    /// the reply sit in its buffer, and no socket event will announce them (without heartbeats,
+    /// nothing else would), so they are read now.
+    private func readBufferedInput() {
+        if connection?.hasBufferedInput == true { scheduleRead() }
     }
 
     // MARK: - Connection
@@ -307,6 +315,7 @@ public final class BrokerSession: @unchecked Sendable {
             do {
                 try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
                 logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
+                readBufferedInput()
             } catch {
                 handleLoss(error)
             }
