@@ -407,6 +407,14 @@ public final class BrokerSession: @unchecked Sendable {
         delegate?.session(self, didLoseConnection: error)
     }
 
+    /// The broker broke the protocol: close the connection (reply code 505, unexpected frame)
+    /// and reconnect, as after any loss. Costs a reconnect, never the process.
+    private func protocolViolation(_ message: String) {
+        logger.error("the broker broke the protocol; reconnecting", metadata: ["reason": "\(message)"])
+        connection?.close(replyCode: 505)
+        handleLoss(AMQPError(.protocolViolation, operation: "read", message: message))
+    }
+
     private func publishState() {
         let state = lifecycle.state
         stateLock.withLock { publicState = state }
@@ -520,7 +528,11 @@ public final class BrokerSession: @unchecked Sendable {
     private func complete(_ message: ContentAssembler.Message) {
         switch message.kind {
         case .delivery(let tag, let redelivered, let exchange, let routingKey):
-            acks.delivered(tag)
+            guard acks.delivered(tag) else {
+                // Acking by these tags could settle the wrong deliveries: start over on a new
+                // connection, where the broker redelivers everything unacked.
+                return protocolViolation("delivery tag \(tag) does not increase on the channel")
+            }
             let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
                                     routingKey: routingKey, properties: message.properties, body: message.body,
                                     receivedAt: DispatchTime.now().uptimeNanoseconds)
