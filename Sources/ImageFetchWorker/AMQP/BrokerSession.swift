@@ -14,6 +14,14 @@ public protocol BrokerSessionDelegate: AnyObject, Sendable {
     func session(_ session: BrokerSession, didLoseConnection error: AMQPError)
     /// The broker raised or cleared a resource alarm (`connection.blocked` / `unblocked`).
     func session(_ session: BrokerSession, blocked: Bool)
+    /// The session dead-lettered a delivery by itself, unread (its body is over
+    /// `queue.max_job_bytes`): `delivery.body` is empty, and `error` says why. For counting only;
+    /// the delivery is settled already.
+    func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError)
+}
+
+extension BrokerSessionDelegate {
+    public func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {}
 }
 
 /// How the broker answered a publish.
@@ -52,7 +60,7 @@ public final class BrokerSession: @unchecked Sendable {
     private var readSource: (any DispatchSourceRead)?
     private var heartbeatTimer: (any DispatchSourceTimer)?
     private var confirms = ConfirmTracker<@Sendable (PublishOutcome) -> Void>()
-    private var assembler = ContentAssembler()
+    private var assembler: ContentAssembler
     /// Acks go out in `multiple` runs: once per batch of work on the channel queue, and an ack
     /// stuck behind a slower job after at most 2 ms.
     private var acks = AckBatcher(maxDelayNanoseconds: 2_000_000)
@@ -74,6 +82,7 @@ public final class BrokerSession: @unchecked Sendable {
         self.delegate = delegate
         self.consume = consume
         self.lifecycle = ConnectionLifecycle(urlCount: configuration.amqp.urls.count)
+        self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)
         let host = ProcessInfo.processInfo.hostName
         let pid = ProcessInfo.processInfo.processIdentifier
         self.consumerTag = "image-fetch-worker.\(host).\(pid)"
@@ -356,7 +365,7 @@ public final class BrokerSession: @unchecked Sendable {
             _ = try connection.consume(channel: Self.channel, queue: configuration.queue.jobs, consumerTag: consumerTag)
         }
         self.connection = connection
-        self.assembler = ContentAssembler()
+        self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)
         self.acks.reset()
         _ = lifecycle.connected()
         publishState()
@@ -405,6 +414,26 @@ public final class BrokerSession: @unchecked Sendable {
         perform(lifecycle.connectionLost(jitter: Double.random(in: 0..<1)))
         publishState()
         delegate?.session(self, didLoseConnection: error)
+    }
+
+    /// A job over `queue.max_job_bytes`, whose body was never buffered: rejected without requeue,
+    /// so the jobs queue's dead-letter exchange moves the original, byte for byte, to the dead
+    /// queue (with `x-death`, reason `rejected`). The worker goes on with the next job.
+    private func rejectOversized(_ delivery: Delivery, bodySize: UInt64) {
+        let limit = configuration.queue.maxJobBytes
+        let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
+        logger.error("job too large; dead-lettered unread", metadata: [
+            "error_code": "\(error.code)", "bytes": "\(bodySize)", "limit": "\(limit)",
+            "message_id": "\(delivery.properties.messageID ?? "")",
+        ])
+        guard let connection else { return }
+        do {
+            try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: false)
+            acks.settle(delivery.tag)
+        } catch {
+            return handleLoss(error)
+        }
+        delegate?.session(self, didReject: delivery, error: error)
     }
 
     /// The broker broke the protocol: close the connection (reply code 505, unexpected frame)
@@ -462,7 +491,7 @@ public final class BrokerSession: @unchecked Sendable {
         case AMQP_FRAME_HEADER:
             let properties = frame.payload.properties
             let decoded = properties.decoded?.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
-            let message = assembler.header(bodySize: Int(properties.body_size),
+            let message = assembler.header(bodySize: properties.body_size,
                                            properties: decoded.map(AMQPProperties.init(decoding:)) ?? AMQPProperties())
             if let message { complete(message) }
         case AMQP_FRAME_BODY:
@@ -536,6 +565,7 @@ public final class BrokerSession: @unchecked Sendable {
             let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
                                     routingKey: routingKey, properties: message.properties, body: message.body,
                                     receivedAt: DispatchTime.now().uptimeNanoseconds)
+            guard message.bodyKept else { return rejectOversized(delivery, bodySize: message.bodySize) }
             delegate?.session(self, didReceive: delivery)
         case .returned(let replyCode, let replyText, _):
             logger.warning("the broker returned an unroutable publish", metadata: [
