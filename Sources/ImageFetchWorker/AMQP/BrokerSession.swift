@@ -357,7 +357,7 @@ public final class BrokerSession: @unchecked Sendable {
         try connection.confirmSelect(channel: Self.channel)
         if configuration.queue.declare {
             for queue in Topology(configuration: configuration).queues {
-                try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
+                try declare(queue, on: connection)
             }
         }
         if consume {
@@ -376,6 +376,25 @@ public final class BrokerSession: @unchecked Sendable {
         delegate?.session(self, didConnect: lifecycle.epoch)
         // Frames may already sit in rabbitmq-c's buffer after the RPCs above.
         scheduleRead()
+    }
+
+    /// Declares a queue. A delay queue that an older release declared with other arguments
+    /// (PRECONDITION_FAILED) is used as it is, with a warning, so that an upgrade does not stop the
+    /// worker; its hop keeps the old guarantee until the queue is deleted (docs/reliability.md).
+    private func declare(_ queue: Topology.Queue, on connection: AMQPConnection) throws(AMQPError) {
+        do {
+            try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
+        } catch where queue.mayExistWithOtherArguments && error.code == .channelClosed && error.replyCode == 406 {
+            // The broker closed the channel: confirm, open it again, and check that the queue is there.
+            connection.sendCloseOk(channel: Self.channel, connection: false)
+            try connection.openChannel(Self.channel)
+            try connection.confirmSelect(channel: Self.channel)
+            try connection.declareQueue(channel: Self.channel, name: queue.name, passive: true)
+            logger.warning("a delay queue exists with other arguments; using it as it is", metadata: [
+                "queue": "\(queue.name)", "broker_says": "\(error.message)",
+                "fix": "delete the queue when it is empty; the worker declares it again (docs/reliability.md)",
+            ])
+        }
     }
 
     private func installSources(for connection: AMQPConnection) {
