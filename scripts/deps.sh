@@ -80,6 +80,18 @@ if ! command -v moto_server >/dev/null 2>&1 && ! "$MOTO_VENV/bin/moto_server" --
   fi
 fi
 
+# The integration tests read and write some messages through an AMQP client of their own (pika,
+# scripts/amqp-peer.py), so that a bug shared by the worker's encoder and decoder cannot hide.
+PEER_VENV="${IFW_PEER_VENV:-$ROOT/.run/peer-venv}"
+if ! "$PEER_VENV/bin/python" -c 'import pika' >/dev/null 2>&1; then
+  echo "deps.sh: installing pika into $PEER_VENV (for the integration tests)" >&2
+  rm -rf "$PEER_VENV"
+  if ! { python3 -m venv "$PEER_VENV" >/dev/null &&
+    "$PEER_VENV/bin/python" -m pip install -q --disable-pip-version-check 'pika>=1.3,<2' >/dev/null; }; then
+    echo "deps.sh: WARNING: could not install pika from PyPI; the tests that need it will fail" >&2
+  fi
+fi
+
 if ((check_swift)); then
   if ! command -v swift >/dev/null 2>&1 || ! swift --version >/dev/null 2>&1; then
     die "no working 'swift' on PATH. Install a Swift 6 toolchain for Linux (swift.org, or swiftly) and put its usr/bin on PATH; 'docker compose up --build' builds without one."

@@ -6,7 +6,7 @@ import Testing
 
     private func batcher(delivered tags: ClosedRange<UInt64>) -> AckBatcher {
         var batcher = AckBatcher(maxDelayNanoseconds: Self.delay)
-        for tag in tags { batcher.delivered(tag) }
+        for tag in tags { _ = batcher.delivered(tag) }
         return batcher
     }
 
@@ -19,6 +19,22 @@ import Testing
         }
         #expect(batcher.pendingCount == 0)
         #expect(batcher.trackedCount == 2)
+    }
+
+    /// Tags come from the broker: one that does not increase is refused (the session then
+    /// reconnects) instead of stopping the process, and what is tracked stays as it was.
+    @Test func aTagThatDoesNotIncreaseIsRefused() {
+        var batcher = batcher(delivered: 1...3)
+        let repeated = batcher.delivered(3)
+        let lower = batcher.delivered(2)
+        #expect(!repeated && !lower)
+        #expect(batcher.trackedCount == 3)
+        let next = batcher.delivered(4)
+        #expect(next)
+        var fresh = AckBatcher(maxDelayNanoseconds: Self.delay)
+        let zero = fresh.delivered(0)
+        #expect(!zero)
+        #expect(fresh.trackedCount == 0)
     }
 
     @Test func aSingleAckIsNotMultiple() {
@@ -131,7 +147,7 @@ import Testing
 
     @Test func tagsWithGapsAreFound() {
         var batcher = AckBatcher(maxDelayNanoseconds: Self.delay)
-        for tag: UInt64 in [3, 4, 9, 10, 20] { batcher.delivered(tag) }
+        for tag: UInt64 in [3, 4, 9, 10, 20] { _ = batcher.delivered(tag) }
         do {
             let value = batcher.requestAck(9, now: 0)
             #expect(value)
@@ -162,7 +178,7 @@ import Testing
             let value = batcher.flush(now: 0, force: true)
             #expect(value.isEmpty)
         }
-        batcher.delivered(1)  // a new channel numbers from 1 again
+        _ = batcher.delivered(1)  // a new channel numbers from 1 again
         batcher.requestAck(1, now: 0)
         do {
             let value = batcher.flush(now: 0)
@@ -203,7 +219,7 @@ import Testing
                 now += UInt64.random(in: 0...20, using: &random)
                 switch Int.random(in: 0..<10, using: &random) {
                 case 0...3:
-                    batcher.delivered(nextTag)
+                    _ = batcher.delivered(nextTag)
                     brokerUnacked.insert(nextTag)
                     open.append(nextTag)
                     nextTag += 1

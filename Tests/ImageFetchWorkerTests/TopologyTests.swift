@@ -32,6 +32,38 @@ import Testing
         #expect(topology.queues[2].arguments["x-delivery-limit"] == .int(7))
     }
 
+    /// A TTL hop through a quorum queue is at-least-once only with these two arguments.
+    @Test func quorumDelayQueuesDeadLetterAtLeastOnce() {
+        var configuration = WorkerConfiguration()
+        configuration.queue.type = .quorum
+        let queues = Topology(configuration: configuration).queues
+        let retries = queues.filter { $0.name.contains(".retry.") }
+        let deferrals = queues.filter { $0.name.contains(".defer.") }
+        #expect(retries.count == 3)
+        #expect(!deferrals.isEmpty)
+        for queue in retries + deferrals {
+            #expect(queue.arguments["x-dead-letter-strategy"] == .string("at-least-once"), "\(queue.name)")
+            #expect(queue.arguments["x-overflow"] == .string("reject-publish"), "\(queue.name)")
+            #expect(queue.mayExistWithOtherArguments)
+        }
+        let delay = Topology.delayQueueArguments(type: .quorum, delayMilliseconds: 1500, deadLetterRoutingKey: "q")
+        #expect(delay == [
+            "x-queue-type": .string("quorum"), "x-message-ttl": .int(1500), "x-dead-letter-exchange": .string(""),
+            "x-dead-letter-routing-key": .string("q"), "x-dead-letter-strategy": .string("at-least-once"),
+            "x-overflow": .string("reject-publish"),
+        ])
+    }
+
+    /// Classic queues have no at-least-once dead-lettering: their delay queues keep the plain arguments.
+    @Test func classicDelayQueuesKeepThePlainArguments() {
+        let delay = Topology.delayQueueArguments(type: .classic, delayMilliseconds: 5000, deadLetterRoutingKey: "q")
+        #expect(delay == [
+            "x-message-ttl": .int(5000), "x-dead-letter-exchange": .string(""), "x-dead-letter-routing-key": .string("q"),
+        ])
+        #expect(Topology(configuration: WorkerConfiguration()).queues.filter { !$0.name.contains(".retry.") && !$0.name.contains(".defer.") }
+            .allSatisfy { !$0.mayExistWithOtherArguments })
+    }
+
     @Test func compactDurations() {
         #expect(Topology.compactDuration(5) == "5s")
         #expect(Topology.compactDuration(90) == "90s")

@@ -274,13 +274,14 @@ public final class AMQPConnection {
     /// Frees the memory of frames already handled.
     public func releaseBuffers() { amqp_maybe_release_buffers(state) }
 
-    /// Closes the connection politely (connection.close, waits for close-ok).
-    public func close() {
+    /// Closes the connection politely (connection.close, waits up to 2 s for close-ok).
+    /// - Parameter replyCode: 200, or the AMQP error code that says why (e.g. 505, unexpected frame).
+    public func close(replyCode: Int32 = Int32(AMQP_REPLY_SUCCESS)) {
         guard isOpen else { return }
         isOpen = false
         var short = timeval(seconds: 2)
         _ = amqp_set_rpc_timeout(state, &short)
-        _ = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS))
+        _ = amqp_connection_close(state, replyCode)
     }
 }
 

@@ -23,6 +23,9 @@ public struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let heartbeatTimeout = Code(rawValue: "heartbeat_timeout")
         /// An RPC got no answer in time.
         public static let timeout = Code(rawValue: "timeout")
+        /// The broker sent what the protocol does not allow (a delivery tag that does not
+        /// increase, a body larger than its header said); the worker drops the connection.
+        public static let protocolViolation = Code(rawValue: "protocol_violation")
         /// Anything else rabbitmq-c reported.
         public static let library = Code(rawValue: "library")
     }

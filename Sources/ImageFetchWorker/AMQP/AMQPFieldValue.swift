@@ -2,19 +2,59 @@ import CRabbitMQ
 
 /// A value in an AMQP field table (message headers, queue arguments, client properties).
 ///
-/// Only the kinds the worker reads or writes are modelled; others decode as ``unsupported``.
+/// Every AMQP 0-9-1 field type, as RabbitMQ spells them, so that a producer's headers survive a
+/// retry or dead-letter copy unchanged: the type of each value is kept along with its bits.
 public enum AMQPFieldValue: Sendable, Hashable {
-    case string(String)
-    case int(Int64)
+    /// `t`
     case bool(Bool)
+    /// `b`
+    case int8(Int8)
+    /// `B`
+    case uint8(UInt8)
+    /// `s` (RabbitMQ's and rabbitmq-c's tag for a signed 16-bit integer)
+    case int16(Int16)
+    /// `u`
+    case uint16(UInt16)
+    /// `I`
+    case int32(Int32)
+    /// `i`
+    case uint32(UInt32)
+    /// `l`, the width the worker writes its own integers in.
+    case int(Int64)
+    /// `L` (rabbitmq-c only; RabbitMQ itself never sends it)
+    case uint64(UInt64)
+    /// `f`
+    case float(Float)
+    /// `d`
+    case double(Double)
+    /// `D`: `value` × 10^-`scale`.
+    case decimal(scale: UInt8, value: UInt32)
+    /// `S` holding valid UTF-8.
+    case string(String)
+    /// `S` holding bytes that are not valid UTF-8, kept as they came.
+    case longString([UInt8])
+    /// `x`
+    case bytes([UInt8])
+    /// `T`: seconds since the Unix epoch.
+    case timestamp(UInt64)
+    /// `F`
     case table([String: AMQPFieldValue])
+    /// `A`
     case array([AMQPFieldValue])
-    case unsupported
+    /// `V`
+    case void
 
-    /// The value as an integer, when it is one (any integer width) or a decimal string.
+    /// The value as an integer, when it is one (any width that fits) or a decimal string.
     public var intValue: Int64? {
         switch self {
+        case .int8(let value): return Int64(value)
+        case .uint8(let value): return Int64(value)
+        case .int16(let value): return Int64(value)
+        case .uint16(let value): return Int64(value)
+        case .int32(let value): return Int64(value)
+        case .uint32(let value): return Int64(value)
         case .int(let value): return value
+        case .uint64(let value): return Int64(exactly: value)
         case .string(let text): return Int64(text)
         default: return nil
         }
@@ -111,26 +151,66 @@ final class AMQPArena {
 
     private func field(_ value: AMQPFieldValue) -> amqp_field_value_t {
         var result = amqp_field_value_t()
+        func kind(_ kind: amqp_field_value_kind_t) { result.kind = UInt8(kind.rawValue) }
         switch value {
-        case .string(let text):
-            result.kind = UInt8(AMQP_FIELD_KIND_UTF8.rawValue)
-            result.value.bytes = bytes(text)
-        case .int(let number):
-            result.kind = UInt8(AMQP_FIELD_KIND_I64.rawValue)
-            result.value.i64 = number
         case .bool(let flag):
-            result.kind = UInt8(AMQP_FIELD_KIND_BOOLEAN.rawValue)
+            kind(AMQP_FIELD_KIND_BOOLEAN)
             result.value.boolean = flag ? 1 : 0
+        case .int8(let number):
+            kind(AMQP_FIELD_KIND_I8)
+            result.value.i8 = number
+        case .uint8(let number):
+            kind(AMQP_FIELD_KIND_U8)
+            result.value.u8 = number
+        case .int16(let number):
+            kind(AMQP_FIELD_KIND_I16)
+            result.value.i16 = number
+        case .uint16(let number):
+            kind(AMQP_FIELD_KIND_U16)
+            result.value.u16 = number
+        case .int32(let number):
+            kind(AMQP_FIELD_KIND_I32)
+            result.value.i32 = number
+        case .uint32(let number):
+            kind(AMQP_FIELD_KIND_U32)
+            result.value.u32 = number
+        case .int(let number):
+            kind(AMQP_FIELD_KIND_I64)
+            result.value.i64 = number
+        case .uint64(let number):
+            kind(AMQP_FIELD_KIND_U64)
+            result.value.u64 = number
+        case .float(let number):
+            kind(AMQP_FIELD_KIND_F32)
+            result.value.f32 = number
+        case .double(let number):
+            kind(AMQP_FIELD_KIND_F64)
+            result.value.f64 = number
+        case .decimal(let scale, let number):
+            kind(AMQP_FIELD_KIND_DECIMAL)
+            result.value.decimal = amqp_decimal_t(decimals: scale, value: number)
+        case .string(let text):
+            kind(AMQP_FIELD_KIND_UTF8)
+            result.value.bytes = bytes(text)
+        case .longString(var raw):
+            kind(AMQP_FIELD_KIND_UTF8)
+            result.value.bytes = bytes(&raw)
+        case .bytes(var raw):
+            kind(AMQP_FIELD_KIND_BYTES)
+            result.value.bytes = bytes(&raw)
+        case .timestamp(let seconds):
+            kind(AMQP_FIELD_KIND_TIMESTAMP)
+            result.value.u64 = seconds
         case .table(let nested):
-            result.kind = UInt8(AMQP_FIELD_KIND_TABLE.rawValue)
+            kind(AMQP_FIELD_KIND_TABLE)
             result.value.table = table(nested)
         case .array(let values):
-            result.kind = UInt8(AMQP_FIELD_KIND_ARRAY.rawValue)
+            kind(AMQP_FIELD_KIND_ARRAY)
             let pointer = allocate(amqp_field_value_t.self, count: values.count)
             for (index, element) in values.enumerated() { (pointer + index).initialize(to: field(element)) }
             result.value.array = amqp_array_t(num_entries: Int32(values.count), entries: pointer)
-        case .unsupported:
-            result.kind = UInt8(AMQP_FIELD_KIND_VOID.rawValue)
+        case .void:
+            kind(AMQP_FIELD_KIND_VOID)
         }
         return result
     }
@@ -159,32 +239,40 @@ enum AMQPTableDecoder {
         result.reserveCapacity(Int(table.num_entries))
         for index in 0..<Int(table.num_entries) {
             let entry = entries[index]
-            guard let key = entry.key.stringValue else { continue }
-            result[key] = decode(entry.value)
+            result[entry.key.stringValue ?? ""] = decode(entry.value)
         }
         return result
     }
 
     static func decode(_ value: amqp_field_value_t) -> AMQPFieldValue {
         switch amqp_field_value_kind_t(rawValue: UInt32(value.kind)) {
-        case AMQP_FIELD_KIND_UTF8, AMQP_FIELD_KIND_BYTES:
-            return .string(value.value.bytes.stringValue ?? "")
         case AMQP_FIELD_KIND_BOOLEAN: return .bool(value.value.boolean != 0)
-        case AMQP_FIELD_KIND_I8: return .int(Int64(value.value.i8))
-        case AMQP_FIELD_KIND_U8: return .int(Int64(value.value.u8))
-        case AMQP_FIELD_KIND_I16: return .int(Int64(value.value.i16))
-        case AMQP_FIELD_KIND_U16: return .int(Int64(value.value.u16))
-        case AMQP_FIELD_KIND_I32: return .int(Int64(value.value.i32))
-        case AMQP_FIELD_KIND_U32: return .int(Int64(value.value.u32))
+        case AMQP_FIELD_KIND_I8: return .int8(value.value.i8)
+        case AMQP_FIELD_KIND_U8: return .uint8(value.value.u8)
+        case AMQP_FIELD_KIND_I16: return .int16(value.value.i16)
+        case AMQP_FIELD_KIND_U16: return .uint16(value.value.u16)
+        case AMQP_FIELD_KIND_I32: return .int32(value.value.i32)
+        case AMQP_FIELD_KIND_U32: return .uint32(value.value.u32)
         case AMQP_FIELD_KIND_I64: return .int(value.value.i64)
-        case AMQP_FIELD_KIND_U64: return .int(Int64(truncatingIfNeeded: value.value.u64))
-        case AMQP_FIELD_KIND_TIMESTAMP: return .int(Int64(truncatingIfNeeded: value.value.u64))
+        case AMQP_FIELD_KIND_U64: return .uint64(value.value.u64)
+        case AMQP_FIELD_KIND_F32: return .float(value.value.f32)
+        case AMQP_FIELD_KIND_F64: return .double(value.value.f64)
+        case AMQP_FIELD_KIND_DECIMAL: return .decimal(scale: value.value.decimal.decimals, value: value.value.decimal.value)
+        case AMQP_FIELD_KIND_UTF8:
+            let raw = value.value.bytes.arrayValue
+            // Only valid UTF-8 becomes a String: decoding anything else would replace bytes.
+            if let text = String(validating: raw, as: UTF8.self) { return .string(text) }
+            return .longString(raw)
+        case AMQP_FIELD_KIND_BYTES: return .bytes(value.value.bytes.arrayValue)
+        case AMQP_FIELD_KIND_TIMESTAMP: return .timestamp(value.value.u64)
         case AMQP_FIELD_KIND_TABLE: return .table(decode(value.value.table))
         case AMQP_FIELD_KIND_ARRAY:
             let array = value.value.array
             guard array.num_entries > 0, let entries = array.entries else { return .array([]) }
             return .array((0..<Int(array.num_entries)).map { decode(entries[$0]) })
-        default: return .unsupported
+        default:
+            // rabbitmq-c rejects a frame with an unknown field type before it gets here.
+            return .void
         }
     }
 }

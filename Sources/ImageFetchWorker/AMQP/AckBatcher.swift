@@ -45,11 +45,13 @@ struct AckBatcher {
     /// Deliveries tracked: delivered and not yet acked on the wire or settled.
     var trackedCount: Int { tags.count - head }
 
-    /// A delivery arrived; tags must increase.
-    mutating func delivered(_ tag: UInt64) {
-        precondition(tags.last.map { tag > $0 } ?? true, "delivery tags must increase on a channel")
+    /// A delivery arrived. False, with nothing recorded, when its tag is zero or does not
+    /// increase: the broker broke the protocol, and the channel's tags can no longer be trusted.
+    mutating func delivered(_ tag: UInt64) -> Bool {
+        guard tag > 0, tags.last.map({ tag > $0 }) ?? true else { return false }
         tags.append(tag)
         states.append(.open)
+        return true
     }
 
     /// The worker acks a delivery; the frame goes out at a later flush. False for an unknown tag.

@@ -14,6 +14,14 @@ public protocol BrokerSessionDelegate: AnyObject, Sendable {
     func session(_ session: BrokerSession, didLoseConnection error: AMQPError)
     /// The broker raised or cleared a resource alarm (`connection.blocked` / `unblocked`).
     func session(_ session: BrokerSession, blocked: Bool)
+    /// The session dead-lettered a delivery by itself, unread (its body is over
+    /// `queue.max_job_bytes`): `delivery.body` is empty, and `error` says why. For counting only;
+    /// the delivery is settled already.
+    func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError)
+}
+
+extension BrokerSessionDelegate {
+    public func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {}
 }
 
 /// How the broker answered a publish.
@@ -52,7 +60,7 @@ public final class BrokerSession: @unchecked Sendable {
     private var readSource: (any DispatchSourceRead)?
     private var heartbeatTimer: (any DispatchSourceTimer)?
     private var confirms = ConfirmTracker<@Sendable (PublishOutcome) -> Void>()
-    private var assembler = ContentAssembler()
+    private var assembler: ContentAssembler
     /// Acks go out in `multiple` runs: once per batch of work on the channel queue, and an ack
     /// stuck behind a slower job after at most 2 ms.
     private var acks = AckBatcher(maxDelayNanoseconds: 2_000_000)
@@ -74,6 +82,7 @@ public final class BrokerSession: @unchecked Sendable {
         self.delegate = delegate
         self.consume = consume
         self.lifecycle = ConnectionLifecycle(urlCount: configuration.amqp.urls.count)
+        self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)
         let host = ProcessInfo.processInfo.hostName
         let pid = ProcessInfo.processInfo.processIdentifier
         self.consumerTag = "image-fetch-worker.\(host).\(pid)"
@@ -257,6 +266,7 @@ public final class BrokerSession: @unchecked Sendable {
         queue.async {
             guard let connection = self.connection, self.isOpenEpoch else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
+            defer { self.readBufferedInput() }
             do throws(AMQPError) {
                 try connection.openChannel(2)
                 let depth = try connection.declareQueue(channel: 2, name: name, passive: true)
@@ -270,6 +280,13 @@ public final class BrokerSession: @unchecked Sendable {
                 completion(nil)
             }
         }
+    }
+
+    /// After a synchronous RPC: the frames for channel 1 that rabbitmq-c read while it waited for
+    /// the reply sit in its buffer, and no socket event will announce them (without heartbeats,
+    /// nothing else would), so they are read now.
+    private func readBufferedInput() {
+        if connection?.hasBufferedInput == true { scheduleRead() }
     }
 
     // MARK: - Connection
@@ -307,6 +324,7 @@ public final class BrokerSession: @unchecked Sendable {
             do {
                 try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
                 logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
+                readBufferedInput()
             } catch {
                 handleLoss(error)
             }
@@ -339,7 +357,7 @@ public final class BrokerSession: @unchecked Sendable {
         try connection.confirmSelect(channel: Self.channel)
         if configuration.queue.declare {
             for queue in Topology(configuration: configuration).queues {
-                try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
+                try declare(queue, on: connection)
             }
         }
         if consume {
@@ -347,7 +365,7 @@ public final class BrokerSession: @unchecked Sendable {
             _ = try connection.consume(channel: Self.channel, queue: configuration.queue.jobs, consumerTag: consumerTag)
         }
         self.connection = connection
-        self.assembler = ContentAssembler()
+        self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)
         self.acks.reset()
         _ = lifecycle.connected()
         publishState()
@@ -358,6 +376,25 @@ public final class BrokerSession: @unchecked Sendable {
         delegate?.session(self, didConnect: lifecycle.epoch)
         // Frames may already sit in rabbitmq-c's buffer after the RPCs above.
         scheduleRead()
+    }
+
+    /// Declares a queue. A delay queue that an older release declared with other arguments
+    /// (PRECONDITION_FAILED) is used as it is, with a warning, so that an upgrade does not stop the
+    /// worker; its hop keeps the old guarantee until the queue is deleted (docs/reliability.md).
+    private func declare(_ queue: Topology.Queue, on connection: AMQPConnection) throws(AMQPError) {
+        do {
+            try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
+        } catch where queue.mayExistWithOtherArguments && error.code == .channelClosed && error.replyCode == 406 {
+            // The broker closed the channel: confirm, open it again, and check that the queue is there.
+            connection.sendCloseOk(channel: Self.channel, connection: false)
+            try connection.openChannel(Self.channel)
+            try connection.confirmSelect(channel: Self.channel)
+            try connection.declareQueue(channel: Self.channel, name: queue.name, passive: true)
+            logger.warning("a delay queue exists with other arguments; using it as it is", metadata: [
+                "queue": "\(queue.name)", "broker_says": "\(error.message)",
+                "fix": "delete the queue when it is empty; the worker declares it again (docs/reliability.md)",
+            ])
+        }
     }
 
     private func installSources(for connection: AMQPConnection) {
@@ -396,6 +433,34 @@ public final class BrokerSession: @unchecked Sendable {
         perform(lifecycle.connectionLost(jitter: Double.random(in: 0..<1)))
         publishState()
         delegate?.session(self, didLoseConnection: error)
+    }
+
+    /// A job over `queue.max_job_bytes`, whose body was never buffered: rejected without requeue,
+    /// so the jobs queue's dead-letter exchange moves the original, byte for byte, to the dead
+    /// queue (with `x-death`, reason `rejected`). The worker goes on with the next job.
+    private func rejectOversized(_ delivery: Delivery, bodySize: UInt64) {
+        let limit = configuration.queue.maxJobBytes
+        let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
+        logger.error("job too large; dead-lettered unread", metadata: [
+            "error_code": "\(error.code)", "bytes": "\(bodySize)", "limit": "\(limit)",
+            "message_id": "\(delivery.properties.messageID ?? "")",
+        ])
+        guard let connection else { return }
+        do {
+            try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: false)
+            acks.settle(delivery.tag)
+        } catch {
+            return handleLoss(error)
+        }
+        delegate?.session(self, didReject: delivery, error: error)
+    }
+
+    /// The broker broke the protocol: close the connection (reply code 505, unexpected frame)
+    /// and reconnect, as after any loss. Costs a reconnect, never the process.
+    private func protocolViolation(_ message: String) {
+        logger.error("the broker broke the protocol; reconnecting", metadata: ["reason": "\(message)"])
+        connection?.close(replyCode: 505)
+        handleLoss(AMQPError(.protocolViolation, operation: "read", message: message))
     }
 
     private func publishState() {
@@ -445,7 +510,7 @@ public final class BrokerSession: @unchecked Sendable {
         case AMQP_FRAME_HEADER:
             let properties = frame.payload.properties
             let decoded = properties.decoded?.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
-            let message = assembler.header(bodySize: Int(properties.body_size),
+            let message = assembler.header(bodySize: properties.body_size,
                                            properties: decoded.map(AMQPProperties.init(decoding:)) ?? AMQPProperties())
             if let message { complete(message) }
         case AMQP_FRAME_BODY:
@@ -511,10 +576,15 @@ public final class BrokerSession: @unchecked Sendable {
     private func complete(_ message: ContentAssembler.Message) {
         switch message.kind {
         case .delivery(let tag, let redelivered, let exchange, let routingKey):
-            acks.delivered(tag)
+            guard acks.delivered(tag) else {
+                // Acking by these tags could settle the wrong deliveries: start over on a new
+                // connection, where the broker redelivers everything unacked.
+                return protocolViolation("delivery tag \(tag) does not increase on the channel")
+            }
             let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
                                     routingKey: routingKey, properties: message.properties, body: message.body,
                                     receivedAt: DispatchTime.now().uptimeNanoseconds)
+            guard message.bodyKept else { return rejectOversized(delivery, bodySize: message.bodySize) }
             delegate?.session(self, didReceive: delivery)
         case .returned(let replyCode, let replyText, _):
             logger.warning("the broker returned an unroutable publish", metadata: [

@@ -4,6 +4,10 @@ public struct Topology: Sendable, Equatable {
     public struct Queue: Sendable, Equatable {
         public var name: String
         public var arguments: [String: AMQPFieldValue]
+        /// A delay queue that may already exist with the arguments of an older release: then it is
+        /// used as it is (with a warning) instead of stopping the worker. Any other queue whose
+        /// arguments differ stops the worker at start-up.
+        public var mayExistWithOtherArguments: Bool = false
     }
 
     /// Every queue, in declaration order (dead first, so the jobs queue's dead-letter target exists).
@@ -45,12 +49,32 @@ public struct Topology: Sendable, Equatable {
         let delayQueues = Set(configuration.retry.delays).sorted().map { (Self.retryQueueName(jobs: names.jobs, delaySeconds: $0), $0) }
             + DeferralPolicy(configuration.scheduler).delays.map { (Self.deferQueueName(jobs: names.jobs, delaySeconds: $0), $0) }
         for (name, delay) in delayQueues {
-            var arguments = typeArguments
-            arguments["x-message-ttl"] = .int(Int64(delay) * 1000)
-            arguments["x-dead-letter-exchange"] = .string("")
-            arguments["x-dead-letter-routing-key"] = .string(names.jobs)
-            queues.append(Queue(name: name, arguments: arguments))
+            let arguments = Self.delayQueueArguments(type: names.type, delayMilliseconds: Int64(delay) * 1000,
+                                                     deadLetterRoutingKey: names.jobs)
+            queues.append(Queue(name: name, arguments: arguments, mayExistWithOtherArguments: true))
         }
         self.queues = queues
+    }
+
+    /// The arguments of a delay queue: a message waits `delayMilliseconds`, then the broker's
+    /// dead-lettering moves it through the default exchange to `deadLetterRoutingKey`.
+    ///
+    /// That hop is at-most-once on a classic queue: a node failure during it can lose the message.
+    /// On a quorum queue it is at-least-once (`x-dead-letter-strategy: at-least-once`), which
+    /// RabbitMQ allows only together with `x-overflow: reject-publish`. The retry queues use it, and
+    /// every future delay queue (deferral) must too.
+    public static func delayQueueArguments(type: WorkerConfiguration.Queues.QueueType, delayMilliseconds: Int64,
+                                           deadLetterRoutingKey: String) -> [String: AMQPFieldValue] {
+        var arguments: [String: AMQPFieldValue] = [
+            "x-message-ttl": .int(delayMilliseconds),
+            "x-dead-letter-exchange": .string(""),
+            "x-dead-letter-routing-key": .string(deadLetterRoutingKey),
+        ]
+        if type == .quorum {
+            arguments["x-queue-type"] = .string("quorum")
+            arguments["x-dead-letter-strategy"] = .string("at-least-once")
+            arguments["x-overflow"] = .string("reject-publish")
+        }
+        return arguments
     }
 }

@@ -61,6 +61,7 @@ public enum ConfigurationLoader {
         "amqp.url", "amqp.prefetch", "amqp.heartbeat",
         "amqp.tls.ca_file", "amqp.tls.cert_file", "amqp.tls.key_file", "amqp.tls.verify",
         "queue.jobs", "queue.results", "queue.dead", "queue.declare", "queue.type", "queue.delivery_limit",
+        "queue.max_job_bytes",
         "worker.concurrency", "worker.drain_timeout",
         "fetch.timeout", "fetch.connect_timeout", "fetch.max_bytes", "fetch.max_redirects", "fetch.max_pixels",
         "fetch.user_agent", "fetch.allow_private_networks", "fetch.allowed_networks",
@@ -136,6 +137,8 @@ public enum ConfigurationLoader {
         config.queue.declare = try reader.bool("queue.declare", default: config.queue.declare)
         config.queue.type = try reader.choice("queue.type", default: config.queue.type)
         config.queue.deliveryLimit = try reader.int("queue.delivery_limit", in: 1...10_000, default: config.queue.deliveryLimit)
+        // RabbitMQ refuses messages over 512 MiB whatever its max_message_size says.
+        config.queue.maxJobBytes = try reader.int("queue.max_job_bytes", in: 1...536_870_912, default: config.queue.maxJobBytes)
 
         config.fetch.timeout = try reader.seconds("fetch.timeout", allowZero: false, default: config.fetch.timeout)
         config.fetch.connectTimeout = try reader.seconds(

@@ -44,6 +44,8 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var type: QueueType = .classic
         /// `queue.delivery_limit`: redeliveries before a job counts as poison.
         public var deliveryLimit: Int = 5
+        /// `queue.max_job_bytes`: the largest job body read; a larger job is dead-lettered unread.
+        public var maxJobBytes: Int = 1_048_576
 
         /// The kind of queue declared.
         public enum QueueType: String, Sendable, Equatable, CaseIterable {

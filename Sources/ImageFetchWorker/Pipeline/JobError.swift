@@ -46,6 +46,9 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let originBusy = Code(rawValue: "origin_busy")
         /// A job redelivered more than `queue.delivery_limit` times; only in dead-letter headers.
         public static let deliveryLimit = Code(rawValue: "delivery_limit")
+        /// The job's body is over `queue.max_job_bytes`: rejected unread to the jobs queue's
+        /// dead-letter exchange, no result (the job's id is in the body that was not read).
+        public static let jobTooLarge = Code(rawValue: "job_too_large")
         /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
         /// The delivery is handed back to the broker instead of producing a result.
         public static let aborted = Code(rawValue: "aborted")

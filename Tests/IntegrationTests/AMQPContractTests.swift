@@ -1,0 +1,166 @@
+import Foundation
+import ImageFetchWorker
+import Testing
+
+/// What the worker promises about the messages themselves, read back through a client that is not
+/// the worker's own (scripts/amqp-peer.py, pika): headers survive retries and dead-lettering byte
+/// for byte, and a job over `queue.max_job_bytes` is dead-lettered whole without being read.
+@Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"), .serialized)
+struct AMQPContractTests {
+    /// One header of every type RabbitMQ carries, as a producer would write it (wire bytes).
+    static let producerHeaders: [(key: String, value: [UInt8])] = [
+        ("p-bool", [0x74, 0x01]),
+        ("p-i8", [0x62, 0xFE]),
+        ("p-u8", [0x42, 0xFA]),
+        ("p-i16", [0x73, 0xFE, 0xD4]),
+        ("p-u16", [0x75, 0xFD, 0xE8]),
+        ("p-i32", [0x49, 0xFF, 0xFE, 0xEE, 0x90]),
+        ("p-u32", [0x69, 0xEE, 0x6B, 0x28, 0x00]),
+        ("p-i64", [0x6C, 0xFF, 0xFF, 0xFF, 0xFE, 0xD5, 0xFA, 0x0E, 0x00]),
+        ("p-float", [0x66, 0x3F, 0xC0, 0x00, 0x00]),
+        ("p-double", [0x64, 0xC0, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]),
+        ("p-decimal", [0x44, 0x02, 0x00, 0x00, 0x30, 0x39]),
+        ("p-text", [0x53, 0x00, 0x00, 0x00, 0x02, 0xC3, 0xA9]),
+        ("p-not-utf8", [0x53, 0x00, 0x00, 0x00, 0x02, 0xFF, 0x00]),
+        ("p-bytes", [0x78, 0x00, 0x00, 0x00, 0x03, 0x00, 0xFF, 0x80]),
+        ("p-timestamp", [0x54, 0x00, 0x00, 0x00, 0x00, 0x65, 0x53, 0xF1, 0x00]),
+        ("p-void", [0x56]),
+        // {"t": timestamp, "f": float}
+        ("p-table", [0x46, 0x00, 0x00, 0x00, 0x12, 0x01, 0x66, 0x66, 0x40, 0x49, 0x0F, 0xDB,
+                     0x01, 0x74, 0x54, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]),
+        // [bytes 0x01, decimal 1.5, u8 7]
+        ("p-array", [0x41, 0x00, 0x00, 0x00, 0x0E, 0x78, 0x00, 0x00, 0x00, 0x01, 0x01,
+                     0x44, 0x01, 0x00, 0x00, 0x00, 0x0F, 0x42, 0x07]),
+    ]
+
+    static func longString(_ text: String) -> [UInt8] {
+        [0x53] + withUnsafeBytes(of: UInt32(text.utf8.count).bigEndian, Array.init) + Array(text.utf8)
+    }
+
+    /// The worker decodes the headers and publishes them again twice: the retry copy, then (after
+    /// the retry queue's TTL hands the job back) the dead copy. Each producer header must reach the
+    /// dead-letter queue with its type and its bytes.
+    @Test(.timeLimit(.minutes(2)))
+    func producerHeadersSurviveARetryAndTheDeadLetterCopyByteForByte() async throws {
+        let origin = try await TestOrigin.start()
+        var configuration = try TestBroker.configuration("headers")
+        configuration.retry.delays = [1]
+        configuration.retry.maxAttempts = 2
+        defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let url = try #require(TestBroker.url)
+        let body = String(decoding: JobPublisher.jobBody(id: "headers-1", url: origin.url("/status/503")), as: UTF8.self)
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body,
+                             headers: WireTable.encode(Self.producerHeaders))
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        var dead: (headers: [UInt8], body: [UInt8])?
+        _ = try await eventually(timeout: 40) {
+            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
+            return dead != nil
+        }
+        let message = try #require(dead, "log:\n\(worker.log.suffix(2000))")
+        #expect(message.body == Array(body.utf8))
+        let headers = try #require(WireTable.split(message.headers), "unparsable table \(AMQPPeer.hex(message.headers))")
+        for (key, value) in Self.producerHeaders {
+            #expect(headers[key].map(AMQPPeer.hex) == AMQPPeer.hex(value), "\(key)")
+        }
+        #expect(headers["x-error-code"] == Self.longString("http_error"))
+        #expect(origin.stats.requests == 2)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// A job over `queue.max_job_bytes` is never buffered: the broker's dead-lettering moves the
+    /// original, body and headers intact, to the dead-letter queue, and the next jobs run.
+    @Test(.timeLimit(.minutes(2)))
+    func aJobOverTheLimitIsDeadLetteredWholeAndTheWorkerGoesOn() async throws {
+        let origin = try await TestOrigin.start()
+        var configuration = try TestBroker.configuration("toolarge")
+        configuration.queue.maxJobBytes = 4 << 20  // for the collector below, not the worker
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let padding = String(repeating: "x", count: 300_000)
+        let large = #"{"id":"large","url":"\#(origin.url("/ok.png"))","padding":"\#(padding)"}"#
+        let marker = WireTable.encode([("p-marker", Self.longString("kept"))])
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: large, headers: marker)
+        let ids = (0..<3).map { "small\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+            .merging(["QUEUE_MAX_JOB_BYTES": "65536"]) { _, new in new })
+        #expect(await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+                "log:\n\(worker.log.suffix(2000))")
+        var dead: (headers: [UInt8], body: [UInt8])?
+        _ = try await eventually(timeout: 10) {
+            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
+            return dead != nil
+        }
+        let message = try #require(dead)
+        #expect(message.body == Array(large.utf8))
+        let headers = try #require(WireTable.split(message.headers))
+        #expect(headers["p-marker"] == Self.longString("kept"))
+        #expect(headers["x-death"] != nil, "the broker's dead-lettering adds x-death")
+        #expect(worker.log.contains("job_too_large"))
+        #expect(worker.isRunning)
+        #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    static func queueArguments(_ name: String) throws -> String? {
+        let listing = try TestBroker.output(try #require(TestBroker.script),
+                                            ["ctl", "-q", "list_queues", "--no-table-headers", "name", "arguments"])
+        return listing.split(separator: "\n").first { $0.hasPrefix(name + "\t") }.map(String.init)
+    }
+
+    /// The retry hop through a quorum queue is at-least-once: the broker holds the arguments.
+    @Test(.timeLimit(.minutes(1)))
+    func quorumRetryQueuesAreDeclaredAtLeastOnce() async throws {
+        var configuration = try TestBroker.configuration("atleastonce")
+        configuration.queue.type = .quorum
+        configuration.retry.delays = [1]
+        defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let retry = try #require(try Self.queueArguments(Topology.retryQueueName(jobs: configuration.queue.jobs, delaySeconds: 1)))
+        #expect(retry.contains("at-least-once"), "\(retry)")
+        #expect(retry.contains("reject-publish"), "\(retry)")
+    }
+
+    /// A deployment upgraded from a release that declared the quorum retry queues without
+    /// at-least-once: the redeclare fails with PRECONDITION_FAILED, and the worker uses the queue as
+    /// it is (with a warning) rather than refusing to start. Retries keep working.
+    @Test(.timeLimit(.minutes(2)))
+    func aRetryQueueDeclaredByAnOlderReleaseIsUsedAsItIs() async throws {
+        let origin = try await TestOrigin.start()
+        var configuration = try TestBroker.configuration("oldretry")
+        configuration.queue.type = .quorum
+        configuration.retry.delays = [1]
+        configuration.retry.maxAttempts = 3
+        defer { TestBroker.cleanUp(configuration) }
+        let retryName = Topology.retryQueueName(jobs: configuration.queue.jobs, delaySeconds: 1)
+        do {
+            let connection = try AMQPConnection()
+            try connection.open(url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
+            defer { connection.close() }
+            try connection.openChannel(1)
+            try connection.declareQueue(channel: 1, name: retryName, arguments: [
+                "x-queue-type": .string("quorum"), "x-message-ttl": .int(1000),
+                "x-dead-letter-exchange": .string(""), "x-dead-letter-routing-key": .string(configuration.queue.jobs),
+            ])
+        }
+        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "old-1", url: origin.url("/flaky?key=old&fail=1"))]) == 1)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        await results.wait(for: 1, timeout: 40)
+        let object = try #require(results.objects.first, "log:\n\(worker.log.suffix(2000))")
+        #expect(object["status"] as? String == "ok")
+        #expect(object["attempt"] as? Int == 2)
+        #expect(worker.log.contains("a delay queue exists with other arguments"))
+        #expect(try Self.queueArguments(retryName)?.contains("at-least-once") == false)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import ImageFetchWorker
+import Testing
+
+/// What the broker can say to a running worker: a nack or a return of its result, a resource
+/// alarm, a cancelled consumer, a dead first URL. The worker is a separate process; some tests
+/// change the shared broker, so the suite runs alone (scripts/test.sh runs suites one at a time).
+@Suite(.enabled(if: TestBroker.isAvailable && TestBroker.script != nil, "needs the RabbitMQ that `make test` starts"),
+       .serialized)
+struct BrokerBehaviourTests {
+    static func ctl(_ arguments: [String]) throws {
+        let status = try TestBroker.run(try #require(TestBroker.script), ["ctl"] + arguments)
+        #expect(status == 0, "rabbitmqctl \(arguments.joined(separator: " ")) exited \(status)")
+    }
+
+    static func declare(_ configuration: WorkerConfiguration, queue: String, arguments: [String: AMQPFieldValue]) throws {
+        let connection = try AMQPConnection()
+        try connection.open(url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
+        defer { connection.close() }
+        try connection.openChannel(1)
+        try connection.declareQueue(channel: 1, name: queue, arguments: arguments)
+    }
+
+    /// A result the broker does not take (returned: no such `reply_to` queue; nacked: the queue
+    /// refuses it) is never followed by an ack: the job goes back to the queue and runs again, and
+    /// once the queue takes results, its result arrives.
+    @Test(.timeLimit(.minutes(2)), arguments: ["returned", "nacked"])
+    func aResultTheBrokerDoesNotTakeNeverLeadsToAnAck(_ outcome: String) async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("unconfirmed-\(outcome)")
+        defer { TestBroker.cleanUp(configuration) }
+        let replyTo = "\(configuration.queue.jobs).replies"
+        defer { _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "delete_queue", replyTo]) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        if outcome == "nacked" {
+            // A full queue that refuses new messages: the broker nacks every publish to it.
+            try Self.declare(configuration, queue: replyTo, arguments: ["x-max-length": .int(0), "x-overflow": .string("reject-publish")])
+        }
+        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "u-1", url: origin.url("/ok.png"))],
+                                       replyTo: replyTo) == 1)
+        // A high limit, so the loop of hand-backs is not cut short by the poison rule (after
+        // `queue.delivery_limit` redeliveries the job would go to the dead-letter queue instead).
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+            .merging(["QUEUE_DELIVERY_LIMIT": "10000"]) { _, new in new })
+        // Ran more than once: it was handed back each time, not acked.
+        #expect(await eventually(timeout: 30) { origin.stats.requests >= 3 }, "log:\n\(worker.log.suffix(2000))")
+        #expect(worker.log.contains("publish not confirmed; job handed back"))
+        #expect(worker.log.contains("outcome=\(outcome)"))
+        let queues = try TestBroker.listQueues()
+        #expect((queues[configuration.queue.jobs]?.ready ?? 0) + (queues[configuration.queue.jobs]?.unacked ?? 0) == 1)
+        // Let the results in: the job ends with its result and leaves the queue.
+        if outcome == "nacked" { try Self.ctl(["delete_queue", replyTo]) }
+        try Self.declare(configuration, queue: replyTo, arguments: [:])
+        #expect(await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: replyTo)) == 1 })
+        #expect(await eventually(timeout: 10) {
+            let jobs = (try? TestBroker.listQueues())?[configuration.queue.jobs]
+            return jobs?.ready == 0 && jobs?.unacked == 0
+        })
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// A memory alarm blocks the worker's publishing connection: admission stops (the origin sees
+    /// no new requests beyond those already admitted), `/readyz` says 503, and after the alarm the
+    /// same process finishes every job.
+    @Test(.timeLimit(.minutes(3)))
+    func connectionBlockedPausesAdmission() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("blocked")
+        defer { TestBroker.cleanUp(configuration) }
+        let ids = (0..<300).map { "b\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=50&n=\($0)")) }) == 300)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let port = try TestBroker.freePort()
+        let endpoint = try OperationsEndpoint(port: port)
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+            .merging(["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new })
+        #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
+        try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
+        defer { _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
+        #expect(await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 503 }, "log:\n\(worker.log.suffix(2000))")
+        #expect(worker.log.contains("the broker blocked the connection"))
+        // At most the admitted jobs (4) and the one waiting for a permit may still reach the origin.
+        try await Task.sleep(for: .milliseconds(500))
+        let before = origin.stats.requests
+        try await Task.sleep(for: .seconds(3))
+        let during = origin.stats.requests - before
+        #expect(during <= 5, "\(during) requests while blocked")
+        try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
+        #expect(await eventually(timeout: 60) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+                "log:\n\(worker.log.suffix(2000))")
+        #expect(await endpoint.readiness() == 200)
+        #expect(worker.log.contains("the broker unblocked the connection"))
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// A server-sent `basic.cancel` (the jobs queue deleted under the worker): the worker
+    /// reconnects, declares the queue again and consumes again; jobs published afterwards all run.
+    @Test(.timeLimit(.minutes(2)))
+    func aServerCancelLeadsToConsumingAgain() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("cancel")
+        defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(await eventually(timeout: 20) { (try? TestBroker.listQueues())?[configuration.queue.jobs]?.consumers == 1 })
+        try Self.ctl(["delete_queue", configuration.queue.jobs])
+        #expect(await eventually(timeout: 20) { worker.log.contains("the broker cancelled the consumer") }, "log:\n\(worker.log)")
+        // Declared again by the worker, with a consumer again.
+        #expect(await eventually(timeout: 30) { (try? TestBroker.listQueues())?[configuration.queue.jobs]?.consumers == 1 },
+                "log:\n\(worker.log.suffix(2000))")
+        let ids = (0..<50).map { "c\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) }) == 50)
+        #expect(await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) })
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// `amqp.url` with several URLs whose first is dead: the worker moves on to the next one.
+    @Test(.timeLimit(.minutes(2)))
+    func aDeadFirstURLFailsOverToTheNext() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("failover")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        let deadPort = try TestBroker.freePort()
+        let dead = "amqp://guest:guest@127.0.0.1:\(deadPort)/%2F"
+        let ids = (0..<20).map { "fo\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) }) == 20)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+            .merging(["AMQP_URL": "\(dead),\(url)"]) { _, new in new })
+        #expect(await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+                "log:\n\(worker.log.suffix(2000))")
+        #expect(worker.log.contains("connect to 127.0.0.1:\(deadPort)"), "the first URL was tried")
+        let port = try #require(configuration.amqp.urls.first?.port)
+        #expect(worker.log.contains("127.0.0.1:\(port)/%2F prefetch=32 queue=\(configuration.queue.jobs) [ImageFetchWorker] connected to the broker"))
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+}
