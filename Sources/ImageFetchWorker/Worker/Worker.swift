@@ -210,6 +210,15 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         intake(delivery)
     }
 
+    public func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
+        // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
+        stats.received()
+        stats.skippedAdmission()
+        stats.failed(error.code)
+        stats.deadLettered()
+        logger.warning("job over queue.max_job_bytes dead-lettered unread", metadata: ["error": "\(error.code)"])
+    }
+
     public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
         stats.metrics.connected.record(1)
         stats.metrics.connectionState(session.stateName)
