@@ -65,6 +65,7 @@ public enum ConfigurationLoader {
         "fetch.timeout", "fetch.connect_timeout", "fetch.max_bytes", "fetch.max_redirects", "fetch.max_pixels",
         "fetch.user_agent", "fetch.allow_private_networks", "fetch.allowed_networks",
         "fetch.low_speed_limit", "fetch.low_speed_time",
+        "fetch.headers", "fetch.job_headers", "fetch.allowed_hosts", "fetch.denied_hosts", "fetch.resolve",
         "retry.max_attempts", "retry.delays",
         "scheduler.adaptive", "scheduler.min_limit", "scheduler.max_limit", "scheduler.initial_limit",
         "scheduler.max_wait", "scheduler.max_retry_after", "scheduler.probe_interval",
@@ -150,6 +151,11 @@ public enum ConfigurationLoader {
         config.fetch.lowSpeedLimit = try reader.int(
             "fetch.low_speed_limit", in: 0...Int.max, default: config.fetch.lowSpeedLimit)
         config.fetch.lowSpeedTime = try reader.int("fetch.low_speed_time", in: 0...3600, default: config.fetch.lowSpeedTime)
+        config.fetch.headers = try reader.parsed("fetch.headers", kind: .lines, FetchControlsSyntax.headers) ?? []
+        config.fetch.jobHeaders = try reader.parsed("fetch.job_headers", kind: .list, FetchControlsSyntax.headerNames) ?? []
+        config.fetch.allowedHosts = try reader.parsed("fetch.allowed_hosts", kind: .list, FetchControlsSyntax.hosts) ?? []
+        config.fetch.deniedHosts = try reader.parsed("fetch.denied_hosts", kind: .list, FetchControlsSyntax.hosts) ?? []
+        config.fetch.resolve = try reader.parsed("fetch.resolve", kind: .list, FetchControlsSyntax.resolve) ?? []
 
         config.retry.maxAttempts = try reader.int("retry.max_attempts", in: 1...100, default: config.retry.maxAttempts)
         config.retry.delays = try reader.delays("retry.delays", default: config.retry.delays)
@@ -367,7 +373,8 @@ private struct ValueReader {
 
     /// How to read a key from a typed config file.
     enum Kind {
-        case string, int, double, bool, list
+        /// `lines`: a list whose entries may hold commas, so they are joined with line breaks.
+        case string, int, double, bool, list, lines
     }
 
     let cli: CommandLineArgumentsProvider
@@ -394,7 +401,7 @@ private struct ValueReader {
     }
 
     /// Keys that are secrets although their names do not end in `password` or `secret`.
-    static let namedSecrets: Set<String> = ["amqp.url", "s3.secret_access_key", "s3.session_token"]
+    static let namedSecrets: Set<String> = ["amqp.url", "s3.secret_access_key", "s3.session_token", "fetch.headers"]
 
     /// True for keys whose values are secrets: ``namedSecrets`` and `…password`, `…secret`.
     static func isSecret(_ key: String) -> Bool {
@@ -418,7 +425,7 @@ private struct ValueReader {
                     }
                     return Raw(text: "true", source: "flag \(flag)", isSecret: secret)
                 }
-                return Raw(text: values.joined(separator: ","), source: "flag \(flag)", isSecret: secret)
+                return Raw(text: values.joined(separator: kind == .lines ? "\n" : ","), source: "flag \(flag)", isSecret: secret)
             }
         }
 
@@ -477,14 +484,14 @@ private struct ValueReader {
         case .bool: order = [.bool, .int, .double]
         case .int, .double: order = [.int, .double, .bool]
         case .string: order = [.int, .double, .bool]
-        case .list: order = [.stringArray, .intArray, .doubleArray, .int, .double]
+        case .list, .lines: order = [.stringArray, .intArray, .doubleArray, .int, .double]
         }
         for type in order {
             switch content(type) {
             case .int(let value)?: return String(value)
             case .double(let value)?: return String(value)
             case .bool(let value)?: return String(value)
-            case .stringArray(let values)?: return values.joined(separator: ",")
+            case .stringArray(let values)?: return values.joined(separator: kind == .lines ? "\n" : ",")
             case .intArray(let values)?: return values.map(String.init).joined(separator: ",")
             case .doubleArray(let values)?: return values.map { String($0) }.joined(separator: ",")
             default: continue
@@ -660,6 +667,17 @@ private struct ValueReader {
             }
         }
         return networks
+    }
+
+    /// A value parsed by `parse`, whose failure completes "KEY …"; nil when the key is not set.
+    func parsed<Value>(
+        _ key: String, kind: Kind, _ parse: (String) -> Result<Value, ConfigProblem>
+    ) throws(ConfigurationError) -> Value? {
+        guard let raw = try raw(key, kind: kind) else { return nil }
+        switch parse(raw.text) {
+        case .success(let value): return value
+        case .failure(let problem): throw ConfigurationError(key: key, problem: problem.text, source: raw.source)
+        }
     }
 
     func delays(_ key: String, default value: [Int]) throws(ConfigurationError) -> [Int] {

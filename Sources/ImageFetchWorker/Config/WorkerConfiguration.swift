@@ -86,6 +86,18 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var lowSpeedLimit: Int = 1024
         /// `fetch.low_speed_time`: seconds below ``lowSpeedLimit`` before the transfer is aborted.
         public var lowSpeedTime: Int = 10
+        /// `fetch.headers`: extra request headers for every job's fetch. Values may be secrets
+        /// (an `Authorization`): never logged.
+        public var headers: [HTTPHeaderField] = []
+        /// `fetch.job_headers`: the header names (lower case) a job's `headers` may set.
+        public var jobHeaders: Set<String> = []
+        /// `fetch.allowed_hosts`: when not empty, the only hosts fetched (see ``HostPolicy``).
+        public var allowedHosts: [String] = []
+        /// `fetch.denied_hosts`: hosts never fetched, whatever ``allowedHosts`` says.
+        public var deniedHosts: [String] = []
+        /// `fetch.resolve`: `host:port:address` entries that override DNS (`CURLOPT_RESOLVE`), for
+        /// tests and operations.
+        public var resolve: [String] = []
         public init() {}
     }
 

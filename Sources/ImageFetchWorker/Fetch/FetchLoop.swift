@@ -73,6 +73,9 @@ final class FetchLoop: @unchecked Sendable {
     /// The body flow control's state, shared with the completion queue.
     private let backlog: Mutex<BodyBacklog>
 
+    /// `fetch.resolve` as `CURLOPT_RESOLVE`; shared by every easy handle, so it lives as long as the loop.
+    private let resolveList: CurlStringList?
+
     // Per-transfer settings, converted once.
     private let connectTimeoutMs: Int
     private let timeoutMs: Int
@@ -103,6 +106,7 @@ final class FetchLoop: @unchecked Sendable {
         self.connectTimeoutMs = Self.milliseconds(configuration.connectTimeout)
         self.timeoutMs = Self.milliseconds(configuration.timeout)
         self.receiveBufferBytes = Self.receiveBufferSize(maxConnections: maxConnections)
+        self.resolveList = configuration.resolve.isEmpty ? nil : try CurlStringList(configuration.resolve)
         // The connection cache; idle connections beyond it are closed, oldest first.
         try multi.set(CURLMOPT_MAXCONNECTS, max(maxConnections, 64))
         // Make sure waking works here, before anything depends on it.
@@ -240,6 +244,10 @@ final class FetchLoop: @unchecked Sendable {
 
     /// Configures a pooled (or new) easy handle for the transfer and adds it to the multi handle.
     private func begin(_ transfer: FetchTransfer) {
+        if let hostGuard = transfer.hostGuard, let refusal = hostGuard.refusal(forURL: transfer.request.url) {
+            complete(transfer, FetchResponse(error: refusal))
+            return
+        }
         let easy: CurlEasyHandle
         if let pooled = pool.popLast() {
             easy = pooled
@@ -284,6 +292,7 @@ final class FetchLoop: @unchecked Sendable {
         try easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         // No proxy from the environment: the address veto must see the origin's address.
         try easy.set(CURLOPT_PROXY, "")
+        if let resolveList { try easy.set(CURLOPT_RESOLVE, list: resolveList) }
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMs)
         try easy.set(CURLOPT_TIMEOUT_MS, timeoutMs)
         if configuration.lowSpeedLimit > 0, configuration.lowSpeedTime > 0 {

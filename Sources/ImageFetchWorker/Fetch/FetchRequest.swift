@@ -39,7 +39,8 @@ public struct FetchRequest: Sendable {
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.
     public var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil
-    /// Apply the connect-time address veto (false for a configured S3 endpoint).
+    /// Apply the connect-time address veto, and the host lists and redirect host checks of
+    /// ``HostGuard`` (false for a configured S3 endpoint).
     ///
     /// A transfer that skips the veto never shares its connections with transfers that apply it,
     /// so such transfers do not reuse connections. Give an S3 sink its own ``FetchEngine`` with no

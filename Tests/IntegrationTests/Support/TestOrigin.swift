@@ -15,7 +15,7 @@ import Synchronization
 /// | `/status/N` | status N, a short text body |
 /// | `/redirect/N` | a chain of N 302 redirects, then `/ok.png` |
 /// | `/loop` | 302 to itself |
-/// | `/redirect-to?url=U` | 302 to U (percent-decoded) |
+/// | `/redirect-to?url=U` | 302 to U (percent-decoded); `&status=N` answers N instead of 302 |
 /// | `/endless` | 200, chunked, 16 KiB chunks until the client goes away |
 /// | `/endless?png=WxH` | the same, but the body starts with a PNG signature and an IHDR claiming W × H |
 /// | `/trickle` | 200, Content-Length 1000, one byte a second |
@@ -57,6 +57,11 @@ final class TestOrigin: Sendable {
         var flakyHits: [String: Int] = [:]
         /// Body bytes of `/endless` responses that the origin wrote to the socket, by request URI.
         var streamedBytes: [String: Int] = [:]
+        /// The header lines of every request, `name: value` with the name lower-cased, by request URI
+        /// (the last request wins).
+        var headers: [String: [String]] = [:]
+        /// The `Host` header of every request, in order.
+        var hosts: [String] = []
     }
 
     /// The port on 127.0.0.1.
@@ -157,6 +162,8 @@ private final class OriginHandler: ChannelInboundHandler {
                 $0.requests += 1
                 $0.inFlight += 1
                 $0.maxInFlight = max($0.maxInFlight, $0.inFlight)
+                $0.headers[head.uri] = head.headers.map { "\($0.name.lowercased()): \($0.value)" }
+                $0.hosts.append(head.headers["host"].first ?? "")
             }
             route(context: context, head: head)
         }
@@ -203,7 +210,8 @@ private final class OriginHandler: ChannelInboundHandler {
         case "loop":
             redirect(context, to: "/loop")
         case "redirect-to":
-            redirect(context, to: query["url"] ?? "/ok.png")
+            let status = Int(query["status"] ?? "").map { HTTPResponseStatus(statusCode: $0) } ?? .found
+            redirect(context, to: query["url"] ?? "/ok.png", status: status)
         case "endless":
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "image/png")
@@ -283,13 +291,13 @@ private final class OriginHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
-    private func redirect(_ context: ChannelHandlerContext, to location: String) {
+    private func redirect(_ context: ChannelHandlerContext, to location: String, status: HTTPResponseStatus = .found) {
         var headers = HTTPHeaders()
         headers.add(name: "Location", value: location)
         headers.add(name: "Content-Type", value: "text/html")
         let body = Array("<a href=\"\">moved</a>\n".utf8)
         headers.add(name: "Content-Length", value: String(body.count))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))),
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
                       promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         finishedResponse()
