@@ -257,9 +257,20 @@ public enum ConfigurationLoader {
         if s3.bucket.isEmpty {
             throw ConfigurationError(key: "s3.bucket", problem: "must be set when storage.kind is s3 (S3_BUCKET)")
         }
+        // No keys configured: temporary credentials, if the platform's AWS variables name a source.
+        if s3.accessKeyID == nil, s3.secretAccessKey == nil,
+            let temporary = AWSCredentialSource.fromEnvironment(reader.environment, region: s3.region)
+        {
+            switch temporary {
+            case .success(let source): s3.temporaryCredentials = source
+            case .failure(let error): throw error
+            }
+            return s3
+        }
         if s3.accessKeyID == nil {
             throw ConfigurationError(
-                key: "s3.access_key_id", problem: "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID)")
+                key: "s3.access_key_id",
+                problem: "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID), unless AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE or AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI name temporary credentials")
         }
         if s3.secretAccessKey == nil {
             throw ConfigurationError(

@@ -181,6 +181,10 @@ public struct WorkerConfiguration: Sendable, Equatable {
         /// `s3.session_token`, else `AWS_SESSION_TOKEN`: sent as `x-amz-security-token` for
         /// temporary credentials. A secret: never logged.
         public var sessionToken: String? = nil
+        /// Where temporary credentials come from when no access key is configured: a web
+        /// identity or the container credentials endpoint, named by the AWS variables of the
+        /// environment (see ``AWSCredentialSource``).
+        public var temporaryCredentials: AWSCredentialSource? = nil
 
         /// ``endpoint``, or AWS's endpoint for ``region`` when it is unset; no trailing `/`.
         public var resolvedEndpoint: String {
@@ -189,10 +193,20 @@ public struct WorkerConfiguration: Sendable, Equatable {
             return text
         }
 
+        private var credentialKind: String {
+            if accessKeyID != nil { return "***" }
+            switch temporaryCredentials {
+            case .webIdentity?: return "web identity"
+            case .container?: return "container endpoint"
+            case .fixed?: return "***"
+            case nil: return "none"
+            }
+        }
+
         /// The settings without the secrets, safe to log.
         public var description: String {
             "S3(endpoint: \(resolvedEndpoint), bucket: \(bucket), region: \(region), prefix: \(prefix), "
-                + "path_style: \(pathStyle), credentials: \(accessKeyID == nil ? "none" : "***"))"
+                + "path_style: \(pathStyle), credentials: \(credentialKind))"
         }
         public init() {}
     }

@@ -308,10 +308,10 @@ final class FetchLoop: @unchecked Sendable {
             if request.method == .head { try easy.set(CURLOPT_NOBODY, 1) }
             try easy.set(CURLOPT_FOLLOWLOCATION, 1)
             try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
-        case .put:
-            // The body goes in as (copied) POST fields under the PUT method, so libcurl knows its
-            // length up front and CURLOPT_AWS_SIGV4 can hash the payload.
-            try easy.set(CURLOPT_CUSTOMREQUEST, "PUT")
+        case .put, .post:
+            // The body goes in as (copied) POST fields, under the PUT method for a PUT, so libcurl
+            // knows its length up front and CURLOPT_AWS_SIGV4 can hash the payload.
+            if request.method == .put { try easy.set(CURLOPT_CUSTOMREQUEST, "PUT") }
             let upload = request.uploadBody ?? []
             try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: Int64(upload.count))
             if upload.isEmpty {

@@ -17,6 +17,7 @@ public struct FetchRequest: Sendable {
     public enum Method: String, Sendable {
         case get = "GET"
         case put = "PUT"
+        case post = "POST"
         case head = "HEAD"
     }
 
@@ -26,7 +27,7 @@ public struct FetchRequest: Sendable {
     public var method: Method = .get
     /// Extra request headers, each `"Name: value"`.
     public var headers: [String] = []
-    /// The request body for PUT. It is copied into libcurl, which also lets
+    /// The request body for PUT and POST. It is copied into libcurl, which also lets
     /// ``awsSigV4`` sign the payload.
     public var uploadBody: [UInt8]? = nil
     /// `CURLOPT_AWS_SIGV4`, for example `"aws:amz:REGION:s3"`.

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -26,6 +27,7 @@ import Synchronization
 /// | `/html?type=T` | the same HTML body, declared as Content-Type T (a lying server) |
 /// | `/headers` | 200 `text/plain`, the request's header lines, one `name: value` a line, names lower-cased |
 /// | `/echo` | 200 with the request body; `x-method` carries the request method |
+/// | `/credentials?ttl=S` | container credentials as JSON (`AccessKeyId` `ASIATEST<n>` for the n-th answer), expiring in S seconds (default 3600); 500 while ``TestOrigin/failCredentials(_:)`` is on |
 ///
 /// Any other path is a 404.
 final class TestOrigin: Sendable {
@@ -62,6 +64,10 @@ final class TestOrigin: Sendable {
         var headers: [String: [String]] = [:]
         /// The `Host` header of every request, in order.
         var hosts: [String] = []
+        /// Credentials handed out by `/credentials`.
+        var credentialsIssued = 0
+        /// `/credentials` answers 500 while this is set.
+        var credentialsFailing = false
     }
 
     /// The port on 127.0.0.1.
@@ -114,6 +120,11 @@ final class TestOrigin: Sendable {
             stats.inFlight = inFlight
             stats.maxInFlight = inFlight
         }
+    }
+
+    /// Makes `/credentials` answer 500 (true) or credentials again (false).
+    func failCredentials(_ failing: Bool) {
+        counters.update { $0.credentialsFailing = failing }
     }
 
     /// Closes the listener and stops the event loops (which closes every connection).
@@ -266,6 +277,21 @@ private final class OriginHandler: ChannelInboundHandler {
         case "headers":
             let lines = head.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
             respond(context, .ok, contentType: "text/plain", body: Array(lines.utf8))
+        case "credentials":
+            let ttl = Double(query["ttl"] ?? "") ?? 3600
+            let issued = counters.update { stats -> Int? in
+                if stats.credentialsFailing { return nil }
+                stats.credentialsIssued += 1
+                return stats.credentialsIssued
+            }
+            guard let issued else {
+                respond(context, .internalServerError, contentType: "text/plain", body: Array("down\n".utf8))
+                return
+            }
+            let formatter = ISO8601DateFormatter()
+            let expiration = formatter.string(from: Date().addingTimeInterval(ttl))
+            let json = #"{"AccessKeyId":"ASIATEST\#(issued)","SecretAccessKey":"secret\#(issued)","Token":"token\#(issued)","Expiration":"\#(expiration)"}"#
+            respond(context, .ok, contentType: "application/json", body: Array(json.utf8))
         case "echo":
             respond(context, .ok, contentType: "application/octet-stream", body: requestBody,
                     extraHeaders: [("x-method", head.method.rawValue)])
