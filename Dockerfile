@@ -15,7 +15,7 @@ ARG RUNTIME_IMAGE=ubuntu:noble
 FROM ${SWIFT_IMAGE} AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
- && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev pkg-config \
+ && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev libidn2-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 
@@ -40,7 +40,7 @@ RUN scripts/release-build.sh --product image-fetch-worker \
 FROM ${RUNTIME_IMAGE}
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
- && apt-get install -y -q --no-install-recommends librabbitmq4 libcurl4t64 ca-certificates curl \
+ && apt-get install -y -q --no-install-recommends librabbitmq4 libcurl4t64 libidn2-0 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home \
       --shell /usr/sbin/nologin worker \

@@ -33,7 +33,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        .target(name: "CShims", dependencies: ["CCurl", "CRabbitMQ"]),
+        .systemLibrary(
+            name: "CIDN2",
+            pkgConfig: "libidn2",
+            providers: [.apt(["libidn2-dev"])]
+        ),
+        .target(name: "CShims", dependencies: ["CCurl", "CRabbitMQ", "CIDN2"]),
         .target(
             name: "ImageFetchWorker",
             dependencies: [

@@ -15,7 +15,7 @@ check_swift=1
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 
-packages=(librabbitmq-dev libcurl4-openssl-dev rabbitmq-server pkg-config openssl ca-certificates)
+packages=(librabbitmq-dev libcurl4-openssl-dev libidn2-dev rabbitmq-server pkg-config openssl ca-certificates)
 # Any nginx flavour will do for the local HTTP origins of the integration tests and benchmarks.
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || packages+=(nginx-light)
 # scripts/check-compose.sh installs its validator into a Python virtual environment.

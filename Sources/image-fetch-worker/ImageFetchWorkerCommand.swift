@@ -38,6 +38,10 @@ struct Run: ParsableCommand {
             // Before connecting: a SIGTERM during the first connection attempts drains too.
             signals = ShutdownSignals(worker: worker, logger: logger)
             try worker.start()
+        } catch let error as ConfigurationError {
+            // Such as S3 credentials that cannot be had at start-up: one line, EX_CONFIG.
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            Foundation.exit(ConfigurationError.exitStatus)
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)

@@ -91,7 +91,7 @@ import Darwin
         "http://[::1/", "http://[::1]x/", "http://[fe80::1%25eth0]/", "http://[127.0.0.1]/", "http://[]/",
         "http://example.com:65536/", "http://example.com:0/", "http://example.com:8o/", "http://example.com:-1/",
         "http://example.com:80:80/", "http://::1/",
-        "http://exämple.com/", "http://ex%61mple.com/", "http://example.com\\@evil/", "http://a..b/", "http://./",
+        "http://ex\u{0430}mple.com/", "http://xn--ls8h.example/", "http://ex%61mple.com/", "http://example.com\\@evil/", "http://a..b/", "http://./",
         "http://1.2.3.256/", "http://256.0.0.1/", "http://4294967296/", "http://1.2.3.4.5/", "http://08.0.0.1/",
         "http://example.123/", "http://1..2/", "http://0x/", "http://0x.1/", "http://1.0x/",
     ])

@@ -204,6 +204,17 @@ struct FetchEngineTests {
         }
     }
 
+    /// libcurl follows a `Location` on every 3xx status, not only on 301, 302, 303, 307 and 308.
+    @Test("a redirect target with user info is refused on any 3xx status libcurl follows", arguments: [300, 304, 305, 306, 399])
+    func redirectChecksOnEveryFollowedStatus(status: Int) async throws {
+        try await Self.withOrigin { origin, engine in
+            let userInfo = "http%3A%2F%2Fuser%3Ahunter2%40127.0.0.1%3A\(origin.port)%2Fok.png"
+            let response = await Self.fetch(engine, origin.url("/redirect-to?status=\(status)&url=\(userInfo)"))
+            #expect(response.error?.code == .invalidURL, "status \(status): \(String(describing: response.error))")
+            #expect(origin.stats.requests == 1, "the target must not be requested")
+        }
+    }
+
     @Test("a malformed URL is invalid_url, an unknown host dns_failure, a closed port connect_failed")
     func setupFailures() async throws {
         try await Self.withOrigin { origin, engine in

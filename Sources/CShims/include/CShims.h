@@ -67,4 +67,10 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
  */
 int ifw_malloc_keep_freed(size_t bytes, int arenas);
 
+/* IDNA 2008 with the UTS #46 mapping (libidn2), as libcurl looks names up. 0 on success, else a negative
+ * libidn2 code; *output is then NULL. Free *output with ifw_idna_free. */
+int ifw_idna_to_ascii(const char *_Nonnull input, char *_Nullable *_Nonnull output);
+int ifw_idna_to_unicode(const char *_Nonnull input, char *_Nullable *_Nonnull output);
+void ifw_idna_free(void *_Nullable pointer);
+
 #endif

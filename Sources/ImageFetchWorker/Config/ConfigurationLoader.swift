@@ -66,6 +66,7 @@ public enum ConfigurationLoader {
         "fetch.timeout", "fetch.connect_timeout", "fetch.max_bytes", "fetch.max_redirects", "fetch.max_pixels",
         "fetch.user_agent", "fetch.allow_private_networks", "fetch.allowed_networks",
         "fetch.low_speed_limit", "fetch.low_speed_time",
+        "fetch.headers", "fetch.job_headers", "fetch.allowed_hosts", "fetch.denied_hosts", "fetch.resolve",
         "retry.max_attempts", "retry.delays",
         "scheduler.adaptive", "scheduler.min_limit", "scheduler.max_limit", "scheduler.initial_limit",
         "scheduler.max_wait", "scheduler.max_retry_after", "scheduler.probe_interval",
@@ -153,6 +154,11 @@ public enum ConfigurationLoader {
         config.fetch.lowSpeedLimit = try reader.int(
             "fetch.low_speed_limit", in: 0...Int.max, default: config.fetch.lowSpeedLimit)
         config.fetch.lowSpeedTime = try reader.int("fetch.low_speed_time", in: 0...3600, default: config.fetch.lowSpeedTime)
+        config.fetch.headers = try reader.parsed("fetch.headers", kind: .lines, FetchControlsSyntax.headers) ?? []
+        config.fetch.jobHeaders = try reader.parsed("fetch.job_headers", kind: .list, FetchControlsSyntax.headerNames) ?? []
+        config.fetch.allowedHosts = try reader.parsed("fetch.allowed_hosts", kind: .list, FetchControlsSyntax.hosts) ?? []
+        config.fetch.deniedHosts = try reader.parsed("fetch.denied_hosts", kind: .list, FetchControlsSyntax.hosts) ?? []
+        config.fetch.resolve = try reader.parsed("fetch.resolve", kind: .list, FetchControlsSyntax.resolve) ?? []
 
         config.retry.maxAttempts = try reader.int("retry.max_attempts", in: 1...100, default: config.retry.maxAttempts)
         config.retry.delays = try reader.delays("retry.delays", default: config.retry.delays)
@@ -254,9 +260,20 @@ public enum ConfigurationLoader {
         if s3.bucket.isEmpty {
             throw ConfigurationError(key: "s3.bucket", problem: "must be set when storage.kind is s3 (S3_BUCKET)")
         }
+        // No keys configured: temporary credentials, if the platform's AWS variables name a source.
+        if s3.accessKeyID == nil, s3.secretAccessKey == nil,
+            let temporary = AWSCredentialSource.fromEnvironment(reader.environment, region: s3.region)
+        {
+            switch temporary {
+            case .success(let source): s3.temporaryCredentials = source
+            case .failure(let error): throw error
+            }
+            return s3
+        }
         if s3.accessKeyID == nil {
             throw ConfigurationError(
-                key: "s3.access_key_id", problem: "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID)")
+                key: "s3.access_key_id",
+                problem: "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID), unless AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE or AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI name temporary credentials")
         }
         if s3.secretAccessKey == nil {
             throw ConfigurationError(
@@ -370,7 +387,8 @@ private struct ValueReader {
 
     /// How to read a key from a typed config file.
     enum Kind {
-        case string, int, double, bool, list
+        /// `lines`: a list whose entries may hold commas, so they are joined with line breaks.
+        case string, int, double, bool, list, lines
     }
 
     let cli: CommandLineArgumentsProvider
@@ -397,7 +415,7 @@ private struct ValueReader {
     }
 
     /// Keys that are secrets although their names do not end in `password` or `secret`.
-    static let namedSecrets: Set<String> = ["amqp.url", "s3.secret_access_key", "s3.session_token"]
+    static let namedSecrets: Set<String> = ["amqp.url", "s3.secret_access_key", "s3.session_token", "fetch.headers"]
 
     /// True for keys whose values are secrets: ``namedSecrets`` and `…password`, `…secret`.
     static func isSecret(_ key: String) -> Bool {
@@ -421,7 +439,7 @@ private struct ValueReader {
                     }
                     return Raw(text: "true", source: "flag \(flag)", isSecret: secret)
                 }
-                return Raw(text: values.joined(separator: ","), source: "flag \(flag)", isSecret: secret)
+                return Raw(text: values.joined(separator: kind == .lines ? "\n" : ","), source: "flag \(flag)", isSecret: secret)
             }
         }
 
@@ -480,14 +498,14 @@ private struct ValueReader {
         case .bool: order = [.bool, .int, .double]
         case .int, .double: order = [.int, .double, .bool]
         case .string: order = [.int, .double, .bool]
-        case .list: order = [.stringArray, .intArray, .doubleArray, .int, .double]
+        case .list, .lines: order = [.stringArray, .intArray, .doubleArray, .int, .double]
         }
         for type in order {
             switch content(type) {
             case .int(let value)?: return String(value)
             case .double(let value)?: return String(value)
             case .bool(let value)?: return String(value)
-            case .stringArray(let values)?: return values.joined(separator: ",")
+            case .stringArray(let values)?: return values.joined(separator: kind == .lines ? "\n" : ",")
             case .intArray(let values)?: return values.map(String.init).joined(separator: ",")
             case .doubleArray(let values)?: return values.map { String($0) }.joined(separator: ",")
             default: continue
@@ -663,6 +681,17 @@ private struct ValueReader {
             }
         }
         return networks
+    }
+
+    /// A value parsed by `parse`, whose failure completes "KEY …"; nil when the key is not set.
+    func parsed<Value>(
+        _ key: String, kind: Kind, _ parse: (String) -> Result<Value, ConfigProblem>
+    ) throws(ConfigurationError) -> Value? {
+        guard let raw = try raw(key, kind: kind) else { return nil }
+        switch parse(raw.text) {
+        case .success(let value): return value
+        case .failure(let problem): throw ConfigurationError(key: key, problem: problem.text, source: raw.source)
+        }
     }
 
     func delays(_ key: String, default value: [Int]) throws(ConfigurationError) -> [Int] {

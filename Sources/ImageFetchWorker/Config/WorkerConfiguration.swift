@@ -88,6 +88,18 @@ public struct WorkerConfiguration: Sendable, Equatable {
         public var lowSpeedLimit: Int = 1024
         /// `fetch.low_speed_time`: seconds below ``lowSpeedLimit`` before the transfer is aborted.
         public var lowSpeedTime: Int = 10
+        /// `fetch.headers`: extra request headers for every job's fetch. Values may be secrets
+        /// (an `Authorization`): never logged.
+        public var headers: [HTTPHeaderField] = []
+        /// `fetch.job_headers`: the header names (lower case) a job's `headers` may set.
+        public var jobHeaders: Set<String> = []
+        /// `fetch.allowed_hosts`: when not empty, the only hosts fetched (see ``HostPolicy``).
+        public var allowedHosts: [String] = []
+        /// `fetch.denied_hosts`: hosts never fetched, whatever ``allowedHosts`` says.
+        public var deniedHosts: [String] = []
+        /// `fetch.resolve`: `host:port:address` entries that override DNS (`CURLOPT_RESOLVE`), for
+        /// tests and operations.
+        public var resolve: [String] = []
         public init() {}
     }
 
@@ -171,6 +183,10 @@ public struct WorkerConfiguration: Sendable, Equatable {
         /// `s3.session_token`, else `AWS_SESSION_TOKEN`: sent as `x-amz-security-token` for
         /// temporary credentials. A secret: never logged.
         public var sessionToken: String? = nil
+        /// Where temporary credentials come from when no access key is configured: a web
+        /// identity or the container credentials endpoint, named by the AWS variables of the
+        /// environment (see ``AWSCredentialSource``).
+        public var temporaryCredentials: AWSCredentialSource? = nil
 
         /// ``endpoint``, or AWS's endpoint for ``region`` when it is unset; no trailing `/`.
         public var resolvedEndpoint: String {
@@ -179,10 +195,20 @@ public struct WorkerConfiguration: Sendable, Equatable {
             return text
         }
 
+        private var credentialKind: String {
+            if accessKeyID != nil { return "***" }
+            switch temporaryCredentials {
+            case .webIdentity?: return "web identity"
+            case .container?: return "container endpoint"
+            case .fixed?: return "***"
+            case nil: return "none"
+            }
+        }
+
         /// The settings without the secrets, safe to log.
         public var description: String {
             "S3(endpoint: \(resolvedEndpoint), bucket: \(bucket), region: \(region), prefix: \(prefix), "
-                + "path_style: \(pathStyle), credentials: \(accessKeyID == nil ? "none" : "***"))"
+                + "path_style: \(pathStyle), credentials: \(credentialKind))"
         }
         public init() {}
     }

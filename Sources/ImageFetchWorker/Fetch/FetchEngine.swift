@@ -13,7 +13,9 @@ import Darwin
 ///
 /// Easy handles are pooled and reused, and the multi handle keeps a connection cache, so
 /// repeated fetches from one origin reuse their keep-alive connections. Every new connection
-/// (each redirect hop included) passes the address policy before it connects.
+/// (each redirect hop included) passes the address policy before it connects, and every hop's
+/// host passes `fetch.allowed_hosts` and `fetch.denied_hosts` before it is requested (see
+/// ``FetchRequest/checkAddresses``).
 ///
 /// All methods may be called from any thread. Inspectors and the address policy run on the fetch
 /// queue, one at a time; they must be quick and must not block. Completions run there too, unless
@@ -23,6 +25,8 @@ public final class FetchEngine: Sendable {
     private let nextID = Atomic<UInt64>(1)
     private let maxBytes: Int
     private let addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?
+    /// The host lists and redirect host checks of guarded transfers.
+    private let hostGuard: HostGuard
 
     /// Creates an engine and starts its event loop.
     ///
@@ -51,6 +55,7 @@ public final class FetchEngine: Sendable {
         runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
     ) throws(JobError) {
         do {
+            hostGuard = try HostGuard(policy: HostPolicy(allowed: configuration.allowedHosts, denied: configuration.deniedHosts))
             loop = try FetchLoop(
                 configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections,
                 completionQueue: completionQueue, maxWaitingBodies: maxWaitingBodies, runBatch: runBatch)
@@ -84,7 +89,8 @@ public final class FetchEngine: Sendable {
     public func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let transfer = FetchTransfer(
-            id: id, request: request, maxBytes: maxBytes, addressPolicy: addressPolicy, completion: completion)
+            id: id, request: request, maxBytes: maxBytes, addressPolicy: addressPolicy, hostGuard: hostGuard,
+            completion: completion)
         loop.submit(transfer)
         return FetchTicket(id: id)
     }

@@ -73,9 +73,8 @@ final class FetchLoop: @unchecked Sendable {
     /// The body flow control's state, shared with the completion queue.
     private let backlog: Mutex<BodyBacklog>
 
-    // Per-transfer settings, converted once.
-    private let connectTimeoutMs: Int
-    private let timeoutMs: Int
+    /// Turns each request into easy-handle options, with the engine's limits converted once.
+    private let options: CurlTransferOptions
     /// `CURLOPT_BUFFERSIZE`: see ``receiveBufferSize(maxConnections:)``.
     let receiveBufferBytes: Int
 
@@ -100,9 +99,8 @@ final class FetchLoop: @unchecked Sendable {
         self.queue = DispatchQueue(label: "image-fetch-worker.fetch")
         self.multi = try CurlMultiHandle()
         self.poolLimit = max(maxConnections, 16)
-        self.connectTimeoutMs = Self.milliseconds(configuration.connectTimeout)
-        self.timeoutMs = Self.milliseconds(configuration.timeout)
         self.receiveBufferBytes = Self.receiveBufferSize(maxConnections: maxConnections)
+        self.options = try CurlTransferOptions(configuration: configuration, vetoActive: addressPolicy != nil)
         // The connection cache; idle connections beyond it are closed, oldest first.
         try multi.set(CURLMOPT_MAXCONNECTS, max(maxConnections, 64))
         // Make sure waking works here, before anything depends on it.
@@ -118,11 +116,6 @@ final class FetchLoop: @unchecked Sendable {
     static func receiveBufferSize(maxConnections: Int) -> Int {
         let budget = 4 << 20
         return min(max(budget / max(maxConnections, 1), 4 << 10), 256 << 10)
-    }
-
-    private static func milliseconds(_ seconds: Double) -> Int {
-        guard seconds.isFinite, seconds > 0 else { return 0 }  // 0 = no limit for libcurl
-        return Int(min(seconds * 1000, Double(Int32.max)).rounded(.up))
     }
 
     /// Starts ``run()`` on the fetch queue.
@@ -240,6 +233,10 @@ final class FetchLoop: @unchecked Sendable {
 
     /// Configures a pooled (or new) easy handle for the transfer and adds it to the multi handle.
     private func begin(_ transfer: FetchTransfer) {
+        if let hostGuard = transfer.hostGuard, let refusal = hostGuard.refusal(forURL: transfer.request.url) {
+            complete(transfer, FetchResponse(error: refusal))
+            return
+        }
         let easy: CurlEasyHandle
         if let pooled = pool.popLast() {
             easy = pooled
@@ -256,7 +253,7 @@ final class FetchLoop: @unchecked Sendable {
         transfer.easy = easy
         if flowControl { transfer.loop = self }
         do {
-            try configure(easy, for: transfer)
+            try options.apply(to: easy, for: transfer)
             try multi.add(easy)
         } catch {
             release(easy, of: transfer)
@@ -273,99 +270,6 @@ final class FetchLoop: @unchecked Sendable {
             return JobError(.unsupportedScheme, "the URL used a scheme other than http or https")
         default: return JobError(.connectFailed, "the transfer could not be set up: \(error.reason)")
         }
-    }
-
-    private func configure(_ easy: CurlEasyHandle, for transfer: FetchTransfer) throws(CurlError) {
-        let request = transfer.request
-        if request.url.utf8.contains(0) { throw .easy(CURLE_URL_MALFORMAT) }
-        try easy.set(CURLOPT_URL, request.url)
-        try easy.set(CURLOPT_NOSIGNAL, 1)
-        try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
-        try easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        // No proxy from the environment: the address veto must see the origin's address.
-        try easy.set(CURLOPT_PROXY, "")
-        try easy.set(CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMs)
-        try easy.set(CURLOPT_TIMEOUT_MS, timeoutMs)
-        if configuration.lowSpeedLimit > 0, configuration.lowSpeedTime > 0 {
-            try easy.set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit)
-            try easy.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedTime)
-        }
-        try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
-        try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(configuration.maxBytes))
-
-        var headers = request.headers
-        switch request.method {
-        case .get, .head:
-            if request.method == .head { try easy.set(CURLOPT_NOBODY, 1) }
-            try easy.set(CURLOPT_FOLLOWLOCATION, 1)
-            try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
-        case .put:
-            // The body goes in as (copied) POST fields under the PUT method, so libcurl knows its
-            // length up front and CURLOPT_AWS_SIGV4 can hash the payload.
-            try easy.set(CURLOPT_CUSTOMREQUEST, "PUT")
-            let upload = request.uploadBody ?? []
-            try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: Int64(upload.count))
-            if upload.isEmpty {
-                try easy.set(CURLOPT_COPYPOSTFIELDS, "")
-            } else {
-                let code = upload.withUnsafeBytes {
-                    ifw_easy_setopt_pointer(easy.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress))
-                }
-                guard code == CURLE_OK else { throw .easy(code) }
-            }
-            // Drop the form Content-Type libcurl would add for POST fields, and Expect: 100-continue.
-            // Not for SigV4: libcurl 7.88 signs every custom header, the blank ones that only
-            // remove a header included, so the signature would cover headers never sent (S3
-            // answers 403 SignatureDoesNotMatch). Headers libcurl adds by itself are not signed.
-            if request.awsSigV4 == nil {
-                if !headers.contains(where: { Self.isHeader($0, named: "content-type") }) { headers.append("Content-Type:") }
-                headers.append("Expect:")
-            }
-        }
-        if !headers.isEmpty {
-            let list = try CurlStringList(headers)
-            transfer.headerList = list
-            try easy.set(CURLOPT_HTTPHEADER, list: list)
-        }
-        if let sigV4 = request.awsSigV4 { try easy.set(CURLOPT_AWS_SIGV4, sigV4) }
-        if let userPassword = request.userPassword { try easy.set(CURLOPT_USERPWD, userPassword) }
-        if addressPolicy != nil, !request.checkAddresses {
-            // A connection opened without the veto must never carry a vetted transfer: do not
-            // keep it for reuse, and do not multiplex HTTP/2 streams of other transfers onto it.
-            try easy.set(CURLOPT_FORBID_REUSE, 1)
-            try easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
-        }
-
-        let opaque = transfer.opaque
-        try easy.set(CURLOPT_PRIVATE, pointer: opaque)
-        try easy.set(CURLOPT_WRITEDATA, pointer: opaque)
-        try easy.setWriteCallback { data, size, count, userdata in
-            let bytes = size * count
-            switch FetchTransfer.from(userdata).receive(
-                UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: bytes)
-            {
-            case .accepted: return bytes
-            case .abort: return 0
-            case .pause: return Int(CURL_WRITEFUNC_PAUSE)
-            }
-        }
-        try easy.set(CURLOPT_HEADERDATA, pointer: opaque)
-        try easy.setHeaderCallback { data, size, count, userdata in
-            let bytes = size * count
-            let ok = FetchTransfer.from(userdata).header(UnsafeRawBufferPointer(start: data, count: bytes))
-            return ok ? bytes : 0
-        }
-        if transfer.addressPolicy != nil {
-            try easy.set(CURLOPT_OPENSOCKETDATA, pointer: opaque)
-            try easy.setOpenSocketCallback { userdata, _, address in
-                FetchTransfer.from(userdata).openSocket(address)
-            }
-        }
-    }
-
-    private static func isHeader(_ line: String, named name: String) -> Bool {
-        guard let colon = line.firstIndex(of: ":") else { return false }
-        return line[..<colon].lowercased() == name
     }
 
     /// Removes a transfer from the multi handle, gathers its outcome and completes it.

@@ -17,6 +17,7 @@ public struct FetchRequest: Sendable {
     public enum Method: String, Sendable {
         case get = "GET"
         case put = "PUT"
+        case post = "POST"
         case head = "HEAD"
     }
 
@@ -26,7 +27,7 @@ public struct FetchRequest: Sendable {
     public var method: Method = .get
     /// Extra request headers, each `"Name: value"`.
     public var headers: [String] = []
-    /// The request body for PUT. It is copied into libcurl, which also lets
+    /// The request body for PUT and POST. It is copied into libcurl, which also lets
     /// ``awsSigV4`` sign the payload.
     public var uploadBody: [UInt8]? = nil
     /// `CURLOPT_AWS_SIGV4`, for example `"aws:amz:REGION:s3"`.
@@ -39,7 +40,8 @@ public struct FetchRequest: Sendable {
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.
     public var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil
-    /// Apply the connect-time address veto (false for a configured S3 endpoint).
+    /// Apply the connect-time address veto, and the host lists and redirect host checks of
+    /// ``HostGuard`` (false for a configured S3 endpoint).
     ///
     /// A transfer that skips the veto never shares its connections with transfers that apply it,
     /// so such transfers do not reuse connections. Give an S3 sink its own ``FetchEngine`` with no

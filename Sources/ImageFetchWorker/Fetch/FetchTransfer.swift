@@ -27,6 +27,8 @@ final class FetchTransfer: @unchecked Sendable {
     let maxBytes: Int
     /// The connect-time veto, nil when this transfer skips it.
     let addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?
+    /// The host checks, nil when this transfer skips them (with the veto).
+    let hostGuard: HostGuard?
 
     /// The easy handle while the transfer runs.
     var easy: CurlEasyHandle?
@@ -70,13 +72,14 @@ final class FetchTransfer: @unchecked Sendable {
 
     init(
         id: UInt64, request: FetchRequest, maxBytes: Int,
-        addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
+        addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?, hostGuard: HostGuard? = nil,
         completion: @escaping @Sendable (FetchResponse) -> Void
     ) {
         self.id = id
         self.request = request
         self.maxBytes = maxBytes
         self.addressPolicy = request.checkAddresses ? addressPolicy : nil
+        self.hostGuard = request.checkAddresses ? hostGuard : nil
         self.completion = completion
         self.inspecting = request.inspector != nil
     }
@@ -200,12 +203,13 @@ final class FetchTransfer: @unchecked Sendable {
             }
         case UInt8(ascii: "L"), UInt8(ascii: "l"):
             // libcurl follows redirects itself; it checks the scheme (CURLOPT_REDIR_PROTOCOLS_STR)
-            // and the veto checks the address, but the target's user info and length are ours to check.
-            if Self.followedStatuses.contains(statusFromLine), let value = Self.value(of: Self.locationPrefix, in: line),
-                let problem = Self.redirectProblem(value)
-            {
-                abortReason = problem
-                return false
+            // and the veto checks the address, but the target's user info, length and host are
+            // ours to check.
+            if Self.isFollowed(statusFromLine), let value = Self.value(of: Self.locationPrefix, in: line) {
+                if let problem = Self.redirectProblem(value) ?? redirectHostProblem(value) {
+                    abortReason = problem
+                    return false
+                }
             }
         default:
             break
@@ -213,8 +217,17 @@ final class FetchTransfer: @unchecked Sendable {
         return true
     }
 
-    /// The statuses libcurl follows with `CURLOPT_FOLLOWLOCATION`.
-    static let followedStatuses: Set<Int> = [301, 302, 303, 307, 308]
+    /// Whether libcurl follows a `Location` sent with `status` (`CURLOPT_FOLLOWLOCATION`): libcurl
+    /// 7.88 follows it on every 3xx, not only on 301, 302, 303, 307 and 308.
+    static func isFollowed(_ status: Int) -> Bool {
+        (300...399).contains(status)
+    }
+
+    /// The host checks of a redirect target (``HostGuard``), resolved against the current URL.
+    private func redirectHostProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+        guard let hostGuard, let current = easy?.string(CURLINFO_EFFECTIVE_URL) else { return nil }
+        return hostGuard.redirectProblem(from: current, to: location)
+    }
 
     /// Why a redirect target (a `Location` value) is refused: longer than ``URLPolicy/maxLength``,
     /// or user info in its authority. Relative targets keep the checked host. The scheme is left to

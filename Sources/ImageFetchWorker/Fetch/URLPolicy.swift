@@ -10,7 +10,8 @@
 /// - The authority must be present and must not hold user info: an `@` between `//` and the first
 ///   `/`, `?` or `#` is `invalid_url`. An `@` later in the path or query is fine.
 /// - The host is an IPv6 literal in brackets (no zone index), or a name of ASCII letters, digits,
-///   `-`, `_` and `.`. A host that ends in a number is read as an IPv4 address the way `inet_aton`
+///   `-`, `_` and `.`. An internationalised name (non-ASCII, or with an `xn--` label) is turned
+///   into punycode by ``IDNA`` (IDNA 2008, UTS #46); an invalid or confusable one is `invalid_url`. A host that ends in a number is read as an IPv4 address the way `inet_aton`
 ///   and browsers (WHATWG URL) read it — decimal `2130706433`, octal `0177.0.0.1`, hex
 ///   `0x7f000001` or `0x7f.0.0.1`, short forms `127.1` — and normalised to a dotted quad, so the
 ///   host checked is the host connected. If it does not read as one, it is `invalid_url`; so is
@@ -137,10 +138,14 @@ public enum URLPolicy {
     }
 
     /// Lower-cases a host name, and turns a host that ends in a number into a dotted quad.
-    private static func normaliseHostName(_ bytes: ArraySlice<UInt8>) throws(JobError) -> String {
-        guard !bytes.isEmpty else { throw invalid("the URL has no host") }
-        guard bytes.allSatisfy({ $0 < 0x80 }) else {
-            throw invalid("the host name is not ASCII; internationalised names must be in punycode (xn--) form")
+    private static func normaliseHostName(_ name: ArraySlice<UInt8>) throws(JobError) -> String {
+        guard !name.isEmpty else { throw invalid("the URL has no host") }
+        var bytes = name
+        if IDNA.needsConversion(name) {
+            switch IDNA.toASCII(String(decoding: name, as: UTF8.self)) {
+            case .success(let ascii): bytes = ArraySlice(ascii.utf8)
+            case .failure(let problem): throw invalid(problem.message)
+            }
         }
         guard bytes.allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("-") || $0 == ascii(".") || $0 == ascii("_") }) else {
             throw invalid("the host name contains a character that is not allowed")

@@ -18,9 +18,11 @@ public struct Job: Sendable, Equatable {
     public var firstSeen: String?
     /// The broker's redelivered flag.
     public var redelivered: Bool
+    /// The body's `headers`: extra request headers, already checked against `fetch.job_headers`.
+    public var headers: [HTTPHeaderField]
 
     public init(id: String, url: String, key: String? = nil, replyTo: String? = nil, correlationID: String? = nil,
-                attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false) {
+                attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false, headers: [HTTPHeaderField] = []) {
         self.id = id
         self.url = url
         self.key = key
@@ -29,12 +31,14 @@ public struct Job: Sendable, Equatable {
         self.attempt = attempt
         self.firstSeen = firstSeen
         self.redelivered = redelivered
+        self.headers = headers
     }
 
     private struct Body: Decodable {
         var id: Identifier?
         var url: String?
         var key: String?
+        var headers: [String: String]?
     }
 
     /// Accepts a string id, or a number (written as it was).
@@ -53,7 +57,11 @@ public struct Job: Sendable, Equatable {
     }
 
     /// Decodes a delivery, or explains why it is not a job (`invalid_job`).
-    public static func decode(_ delivery: Delivery) -> Result<Job, JobError> {
+    ///
+    /// - Parameter allowedHeaders: `fetch.job_headers`, lower case: the header names the body's
+    ///   `headers` object may use. Any other name, a CR, LF or control character in a value, or a
+    ///   value over ``RequestHeaders/maxValueBytes`` makes the job invalid.
+    public static func decode(_ delivery: Delivery, allowedHeaders: Set<String> = []) -> Result<Job, JobError> {
         let body: JobBodyScanner.Fields
         switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {
         case .success(let fields): body = fields
@@ -66,11 +74,17 @@ public struct Job: Sendable, Equatable {
         guard let url = body.url, !url.isEmpty else {
             return .failure(JobError(.invalidJob, "the job has no url"))
         }
+        var headers: [HTTPHeaderField] = []
+        if let fields = body.headers, !fields.isEmpty {
+            headers = fields.map { HTTPHeaderField(name: $0.key, value: $0.value) }.sorted { $0.name < $1.name }
+            if let error = RequestHeaders.checkJobHeaders(headers, allowed: allowedHeaders) { return .failure(error) }
+        }
         let attempt = properties.headers["x-attempt"]?.intValue.map { Int(clamping: $0) } ?? 1
         return .success(Job(
             id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
             correlationID: properties.correlationID, attempt: max(attempt, 1),
-            firstSeen: properties.headers["x-first-seen"]?.stringValue, redelivered: delivery.redelivered))
+            firstSeen: properties.headers["x-first-seen"]?.stringValue, redelivered: delivery.redelivered,
+            headers: headers))
     }
 
     /// The full decoder, for every body the scanner leaves alone; also the reference it is
@@ -84,8 +98,9 @@ public struct Job: Sendable, Equatable {
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
             return .failure(JobError(.invalidJob, "the body is not a JSON object"))
         } catch {
-            return .failure(JobError(.invalidJob, "the body does not match the job schema (id: string, url: string, key: string)"))
+            return .failure(JobError(
+                .invalidJob, "the body does not match the job schema (id: string, url: string, key: string, headers: object of strings)"))
         }
-        return .success(JobBodyScanner.Fields(id: body.id?.text, url: body.url, key: body.key))
+        return .success(JobBodyScanner.Fields(id: body.id?.text, url: body.url, key: body.key, headers: body.headers))
     }
 }

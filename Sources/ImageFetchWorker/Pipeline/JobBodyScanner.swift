@@ -2,11 +2,12 @@
 /// strings (no escapes), integers, `true`, `false` or `null`, each key once, such as
 /// `{"id":"42","url":"https://example.com/a.png"}`.
 ///
-/// It answers only when the body has that shape and its `id`, `url` and `key` have the types of
-/// the job schema; for anything else (escapes, nested values, fractions, duplicate keys, invalid
-/// UTF-8, a schema mismatch, malformed JSON) it returns nil and ``Job/decode(_:)`` falls back to
-/// Foundation's `JSONDecoder`, which gives the same fields or the error. So where it answers, it
-/// agrees with the decoder by construction (and `JobBodyScannerTests` checks that on random bodies);
+/// It answers only when the body has that shape, its `id`, `url` and `key` have the types of the
+/// job schema, and it has no `headers` (other than `null`); for anything else (escapes, nested
+/// values, fractions, duplicate keys, invalid UTF-8, a schema mismatch, malformed JSON) it returns
+/// nil and ``Job/decode(_:allowedHeaders:)`` falls back to Foundation's `JSONDecoder`, which gives
+/// the same fields or the error. So where it answers, it agrees with the decoder by construction
+/// (and `JobBodyScannerTests` checks that on random bodies);
 /// it only saves the decoder's allocations on the hot path.
 ///
 /// Pure function of the bytes, no I/O.
@@ -16,6 +17,8 @@ enum JobBodyScanner {
         var id: String?
         var url: String?
         var key: String?
+        /// The `headers` object; the scanner leaves bodies that have one to the decoder.
+        var headers: [String: String]? = nil
     }
 
     /// The fields of a body of the common shape, or nil to fall back to the full decoder.
@@ -77,6 +80,9 @@ enum JobBodyScanner {
                     case .integer, .literal: return nil
                     }
                     if name == "url" { fields.url = text } else { fields.key = text }
+                case "headers":
+                    // An object (or a wrong type) is the decoder's to read or refuse.
+                    guard case .null = value else { return nil }
                 default:
                     break
                 }

@@ -11,14 +11,19 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         private init(rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
 
-        /// The body is not JSON, or `id`/`url` is missing. The job is dead-lettered.
+        /// The body is not JSON, `id`/`url` is missing, or its `headers` are not allowed. The job
+        /// is dead-lettered.
         public static let invalidJob = Code(rawValue: "invalid_job")
-        /// Not an absolute URL, too long, has user info, or has no host.
+        /// Not an absolute URL, too long, has user info, has no host, or an internationalised host
+        /// name that is invalid or confusable.
         public static let invalidURL = Code(rawValue: "invalid_url")
         /// Anything but http and https, also on a redirect.
         public static let unsupportedScheme = Code(rawValue: "unsupported_scheme")
         /// The connection would go to a non-public address that is not allowed.
         public static let forbiddenAddress = Code(rawValue: "forbidden_address")
+        /// The host, or a redirect target's host, is not allowed by `fetch.allowed_hosts` or
+        /// `fetch.denied_hosts`.
+        public static let hostNotAllowed = Code(rawValue: "host_not_allowed")
         /// The host name did not resolve.
         public static let dnsFailure = Code(rawValue: "dns_failure")
         /// The connection was refused or reset.

@@ -9,7 +9,10 @@ import Dispatch
 ///   (the body's digest, which the worker already has), and the metadata `x-amz-meta-job-id` and
 ///   `x-amz-meta-source-url`, made header-safe by ``S3Addressing/headerSafe(_:limit:)``.
 /// - libcurl signs the request (`CURLOPT_AWS_SIGV4` = `aws:amz:<region>:s3`) with the access key
-///   and secret; temporary credentials add `x-amz-security-token`.
+///   and secret; temporary credentials add `x-amz-security-token`. The keys are the configured
+///   ones, or temporary ones from a web identity (STS) or the container credentials endpoint,
+///   refreshed before they expire (``CredentialProvider``); while expired ones cannot be
+///   refreshed, uploads fail with a retryable `storage_failed`.
 /// - Uploads run on a ``FetchEngine`` of the sink's own: the same non-blocking libcurl multi loop
 ///   as fetches, without the connect-time address veto (the endpoint is configured, not taken from
 ///   a job, and is often on a private network), and without sharing connections with the guarded
@@ -23,21 +26,28 @@ public final class S3Sink: ImageSink {
     public let settings: WorkerConfiguration.S3
     private let engine: FetchEngine
     private let signing: String
-    private let userPassword: String
+    /// The credentials uploads are signed with, kept current (``CredentialProvider``).
+    package let credentials: CredentialProvider
     private let completions = DispatchQueue(label: "image-fetch-worker.s3-sink.completions", attributes: .concurrent)
 
-    /// Creates the sink and its upload engine.
+    /// Creates the sink and its upload engine, and gets the first credentials.
     ///
     /// - Parameters:
-    ///   - settings: `s3.*`; the bucket, access key and secret must be set (the loader checks this).
+    ///   - settings: `s3.*`; the bucket must be set, and either the access key and secret or a
+    ///     temporary source (``WorkerConfiguration/S3/temporaryCredentials``); the loader checks this.
     ///   - fetch: the transfer limits to apply to uploads (`fetch.timeout`, `fetch.connect_timeout`,
     ///     the low-speed limit and the user agent).
     ///   - maxConnections: keep-alive connections to the store; give at least `worker.concurrency`.
     /// - Throws: ``JobError`` with code `storage_failed` when a setting is missing or libcurl cannot
-    ///   be initialised.
-    public init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws(JobError) {
+    ///   be initialised; ``ConfigurationError`` (exit 78) when temporary credentials cannot be had.
+    public init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws {
         guard !settings.bucket.isEmpty else { throw JobError(.storageFailed, "s3.bucket is not set") }
-        guard let keyID = settings.accessKeyID, let secret = settings.secretAccessKey else {
+        let source: AWSCredentialSource
+        if let keyID = settings.accessKeyID, let secret = settings.secretAccessKey {
+            source = .fixed(AWSCredentials(accessKeyID: keyID, secretAccessKey: secret, sessionToken: settings.sessionToken))
+        } else if let temporary = settings.temporaryCredentials {
+            source = temporary
+        } else {
             throw JobError(.storageFailed, "the S3 credentials are not set (s3.access_key_id, s3.secret_access_key)")
         }
         guard S3Addressing.validateEndpoint(settings.resolvedEndpoint) != nil else {
@@ -45,7 +55,7 @@ public final class S3Sink: ImageSink {
         }
         self.settings = settings
         self.signing = "aws:amz:\(settings.region):s3"
-        self.userPassword = keyID + ":" + secret
+        self.credentials = try CredentialProvider(source: source, userAgent: fetch.userAgent)
         do {
             self.engine = try FetchEngine(configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
         } catch {
@@ -66,17 +76,24 @@ public final class S3Sink: ImageSink {
             completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
             return
         }
+        let signer: AWSCredentials
+        switch credentials.current() {
+        case .success(let current): signer = current
+        case .failure(let error):
+            completions.async { completion(.failure(error)) }
+            return
+        }
         let key = settings.prefix + request.resolvedKey
         var upload = FetchRequest(url: S3Addressing.objectURL(
             endpoint: settings.resolvedEndpoint, bucket: settings.bucket, key: key, pathStyle: settings.pathStyle))
         upload.method = .put
         upload.uploadBody = request.body
         upload.awsSigV4 = signing
-        upload.userPassword = userPassword
+        upload.userPassword = signer.accessKeyID + ":" + signer.secretAccessKey
         upload.checkAddresses = false
         upload.headers = S3Addressing.uploadHeaders(
             contentType: request.info.format.mimeType, sha256: request.sha256, jobID: request.jobID,
-            sourceURL: request.sourceURL, sessionToken: settings.sessionToken)
+            sourceURL: request.sourceURL, sessionToken: signer.sessionToken)
         let bucket = settings.bucket
         let location = "s3://\(bucket)/\(key)"
         engine.fetch(upload) { [completions] response in

@@ -30,7 +30,7 @@ extension Worker {
     /// anything else is answered at once without a permit.
     func intake(_ delivery: Delivery) {
         let job: Job
-        switch Job.decode(delivery) {
+        switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders) {
         case .failure(let error):
             let context = beginUnscheduled(JobContext(delivery: delivery, job: nil))
             logger.warning("invalid job dead-lettered", metadata: [
@@ -85,6 +85,7 @@ extension Worker {
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         context.ticket = ticket
         var request = FetchRequest(url: url)
+        request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: job.headers)
         let maxPixels = configuration.fetch.maxPixels
         // Stops the download as soon as the header proves the image too large.
         request.inspector = { prefix in

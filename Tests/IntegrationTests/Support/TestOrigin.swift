@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -15,7 +16,7 @@ import Synchronization
 /// | `/status/N` | status N, a short text body |
 /// | `/redirect/N` | a chain of N 302 redirects, then `/ok.png` |
 /// | `/loop` | 302 to itself |
-/// | `/redirect-to?url=U` | 302 to U (percent-decoded) |
+/// | `/redirect-to?url=U` | 302 to U (percent-decoded); `&status=N` answers N instead of 302 |
 /// | `/endless` | 200, chunked, 16 KiB chunks until the client goes away |
 /// | `/endless?png=WxH` | the same, but the body starts with a PNG signature and an IHDR claiming W × H |
 /// | `/trickle` | 200, Content-Length 1000, one byte a second |
@@ -26,6 +27,7 @@ import Synchronization
 /// | `/html?type=T` | the same HTML body, declared as Content-Type T (a lying server) |
 /// | `/headers` | 200 `text/plain`, the request's header lines, one `name: value` a line, names lower-cased |
 /// | `/echo` | 200 with the request body; `x-method` carries the request method |
+/// | `/credentials?ttl=S` | container credentials as JSON (`AccessKeyId` `ASIATEST<n>` for the n-th answer), expiring in S seconds (default 3600); 500 while ``TestOrigin/failCredentials(_:)`` is on |
 ///
 /// Any other path is a 404.
 final class TestOrigin: Sendable {
@@ -57,6 +59,15 @@ final class TestOrigin: Sendable {
         var flakyHits: [String: Int] = [:]
         /// Body bytes of `/endless` responses that the origin wrote to the socket, by request URI.
         var streamedBytes: [String: Int] = [:]
+        /// The header lines of every request, `name: value` with the name lower-cased, by request URI
+        /// (the last request wins).
+        var headers: [String: [String]] = [:]
+        /// The `Host` header of every request, in order.
+        var hosts: [String] = []
+        /// Credentials handed out by `/credentials`.
+        var credentialsIssued = 0
+        /// `/credentials` answers 500 while this is set.
+        var credentialsFailing = false
     }
 
     /// The port on 127.0.0.1.
@@ -111,6 +122,11 @@ final class TestOrigin: Sendable {
         }
     }
 
+    /// Makes `/credentials` answer 500 (true) or credentials again (false).
+    func failCredentials(_ failing: Bool) {
+        counters.update { $0.credentialsFailing = failing }
+    }
+
     /// Closes the listener and stops the event loops (which closes every connection).
     func shutdown() async throws {
         try? await channel.close().get()
@@ -157,6 +173,8 @@ private final class OriginHandler: ChannelInboundHandler {
                 $0.requests += 1
                 $0.inFlight += 1
                 $0.maxInFlight = max($0.maxInFlight, $0.inFlight)
+                $0.headers[head.uri] = head.headers.map { "\($0.name.lowercased()): \($0.value)" }
+                $0.hosts.append(head.headers["host"].first ?? "")
             }
             route(context: context, head: head)
         }
@@ -203,7 +221,8 @@ private final class OriginHandler: ChannelInboundHandler {
         case "loop":
             redirect(context, to: "/loop")
         case "redirect-to":
-            redirect(context, to: query["url"] ?? "/ok.png")
+            let status = Int(query["status"] ?? "").map { HTTPResponseStatus(statusCode: $0) } ?? .found
+            redirect(context, to: query["url"] ?? "/ok.png", status: status)
         case "endless":
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "image/png")
@@ -258,6 +277,21 @@ private final class OriginHandler: ChannelInboundHandler {
         case "headers":
             let lines = head.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
             respond(context, .ok, contentType: "text/plain", body: Array(lines.utf8))
+        case "credentials":
+            let ttl = Double(query["ttl"] ?? "") ?? 3600
+            let issued = counters.update { stats -> Int? in
+                if stats.credentialsFailing { return nil }
+                stats.credentialsIssued += 1
+                return stats.credentialsIssued
+            }
+            guard let issued else {
+                respond(context, .internalServerError, contentType: "text/plain", body: Array("down\n".utf8))
+                return
+            }
+            let formatter = ISO8601DateFormatter()
+            let expiration = formatter.string(from: Date().addingTimeInterval(ttl))
+            let json = #"{"AccessKeyId":"ASIATEST\#(issued)","SecretAccessKey":"secret\#(issued)","Token":"token\#(issued)","Expiration":"\#(expiration)"}"#
+            respond(context, .ok, contentType: "application/json", body: Array(json.utf8))
         case "echo":
             respond(context, .ok, contentType: "application/octet-stream", body: requestBody,
                     extraHeaders: [("x-method", head.method.rawValue)])
@@ -283,13 +317,13 @@ private final class OriginHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
-    private func redirect(_ context: ChannelHandlerContext, to location: String) {
+    private func redirect(_ context: ChannelHandlerContext, to location: String, status: HTTPResponseStatus = .found) {
         var headers = HTTPHeaders()
         headers.add(name: "Location", value: location)
         headers.add(name: "Content-Type", value: "text/html")
         let body = Array("<a href=\"\">moved</a>\n".utf8)
         headers.add(name: "Content-Length", value: String(body.count))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))),
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
                       promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         finishedResponse()
