@@ -7,7 +7,7 @@ import Testing
 /// reports its exit status to the caller instead of ending the process.
 @Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"), .serialized)
 struct InProcessWorkerTests {
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(4)))
     func aWorkerRunsAndDrainsInsideTheTestProcess() async throws {
         let origin = try await TestOrigin.start()
         var configuration = try TestBroker.configuration("in-process")
@@ -15,6 +15,7 @@ struct InProcessWorkerTests {
         configuration.storage.kind = .none
         configuration.http.port = 0
         configuration.worker.concurrency = 4
+        configuration.worker.drainTimeout = 5
         let ids = (0..<50).map { "ip-\($0)" }
         #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) })
                 == ids.count)

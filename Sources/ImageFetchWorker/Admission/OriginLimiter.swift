@@ -6,9 +6,10 @@
 ///   success while it uses at least half of its limit, so the limit doubles every round trip
 ///   until the first overload or ``Settings/maxLimit``.
 /// - **Overload** (429, 503, a connect timeout, a refused or reset connection) cuts the limit
-///   multiplicatively (× ``Settings/backoff``) and records the *ceiling*: the lowest concurrency
-///   at which a request was refused. Overloads of requests started before the last cut are the
-///   same congestion event: they lower the ceiling but cut nothing more.
+///   multiplicatively (× ``Settings/backoff``). A 429 beside other requests also records the
+///   *ceiling*: the lowest concurrency at which a request was refused. Overloads of requests
+///   started before the last cut are the same congestion event: they lower the ceiling but cut
+///   nothing more.
 /// - **Latency.** A success whose latency, averaged over recent requests, has risen above both
 ///   ``Settings/latencyTolerance`` × the origin's own baseline and the baseline plus
 ///   ``Settings/latencyFloorNanoseconds`` cuts the limit too. The baseline follows the origin's
@@ -118,15 +119,25 @@ package struct OriginLimiter: Sendable, Equatable {
     @discardableResult
     package mutating func overloaded(_ signal: Signal, inFlightAtStart: Int, startedAt: UInt64, now: UInt64) -> Cut? {
         let refusedAt = max(inFlightAtStart, settings.minLimit + 1)
+        // Only a 429 beside other requests says "this many at once is too many". A 503 or a failed
+        // connect says the origin is unwell, and a refusal of a lone request says nothing of
+        // concurrency: those cut, but teach no ceiling.
+        let learnsCeiling = signal == .tooManyRequests && inFlightAtStart > 1
         if let lastCutAt, startedAt < lastCutAt {
             // The same event as the last cut: only what it tells about the ceiling counts.
-            lowerCeiling(to: refusedAt, now: now)
-            if value > Double(refusedAt - 1) { value = Double(max(refusedAt - 1, settings.minLimit)) }
+            if learnsCeiling {
+                lowerCeiling(to: refusedAt, now: now)
+                if value > Double(refusedAt - 1) { value = Double(max(refusedAt - 1, settings.minLimit)) }
+            }
             return nil
         }
-        lowerCeiling(to: refusedAt, now: now, fresh: true)
         let before = limit
-        value = max(Double(settings.minLimit), min(value * settings.backoff, Double(refusedAt - 1)))
+        var target = value * settings.backoff
+        if learnsCeiling {
+            lowerCeiling(to: refusedAt, now: now, fresh: true)
+            target = min(target, Double(refusedAt - 1))
+        }
+        value = max(Double(settings.minLimit), target)
         phase = .steady
         lastCutAt = now
         return Cut(from: before, to: limit, signal: signal)

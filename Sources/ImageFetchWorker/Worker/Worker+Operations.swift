@@ -48,13 +48,13 @@ extension Worker {
             switch event {
             case .limitCut(let origin, let cut):
                 originMetrics.limitCuts.increment()
-                if originLog.shouldLog(origin) {
+                if originLog.shouldLog(origin, "cut") {
                     logger.notice("origin limit cut", metadata: [
                         "origin": "\(origin)", "from": "\(cut.from)", "to": "\(cut.to)", "signal": "\(cut.signal.rawValue)",
                     ])
                 }
             case .paused(let origin, let seconds):
-                if originLog.shouldLog(origin) {
+                if originLog.shouldLog(origin, "pause") {
                     logger.notice("origin paused by Retry-After", metadata: [
                         "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
                     ])
@@ -119,21 +119,27 @@ extension Worker {
     }
 }
 
-/// Keeps the origin log lines to one per origin per minute: a misbehaving origin answers many
-/// requests the same way, and one line says it.
+/// Keeps the origin log lines to one of each kind per origin per minute: a misbehaving origin
+/// answers many requests the same way, and one line says it.
 final class OriginLogLimiter: Sendable {
-    private let last = NSLockedValue([Origin: UInt64]())
+    private struct Key: Hashable {
+        var origin: Origin
+        var kind: String
+    }
+
+    private let last = NSLockedValue([Key: UInt64]())
     private let intervalNanoseconds: UInt64
 
     init(intervalNanoseconds: UInt64 = 60_000_000_000) {
         self.intervalNanoseconds = intervalNanoseconds
     }
 
-    func shouldLog(_ origin: Origin, now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> Bool {
-        last.withLock { last in
-            if let previous = last[origin], now &- previous < intervalNanoseconds { return false }
+    func shouldLog(_ origin: Origin, _ kind: String, now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> Bool {
+        let key = Key(origin: origin, kind: kind)
+        return last.withLock { last in
+            if let previous = last[key], now &- previous < intervalNanoseconds { return false }
             if last.count > 10_000 { last.removeAll() }  // bounded: forgets, at worst logs again
-            last[origin] = now
+            last[key] = now
             return true
         }
     }

@@ -138,3 +138,15 @@ import Testing
         #expect(Double(atCapacity) / Double(settledRounds) >= 0.9)
     }
 }
+
+extension OriginLimiterTests {
+    @Test func unavailableOrRefusedAloneTeachesNoCeiling() {
+        var limiter = OriginLimiter(settings: .init(minLimit: 1, maxLimit: 32, initialLimit: 8))
+        #expect(limiter.overloaded(.serviceUnavailable, inFlightAtStart: 6, startedAt: 0, now: 1) != nil)
+        #expect(limiter.ceiling == nil)
+        #expect(limiter.limit == 4)
+        #expect(limiter.overloaded(.tooManyRequests, inFlightAtStart: 1, startedAt: 2, now: 3) != nil)
+        #expect(limiter.ceiling == nil)
+        #expect(limiter.limit == 2)
+    }
+}
