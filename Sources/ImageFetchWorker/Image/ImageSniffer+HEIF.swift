@@ -157,7 +157,10 @@ extension ImageSniffer {
         var item = PrimaryItem(width: 0, height: 0)
         var ispe: (width: Int, height: Int)?
         var clap: Box?
-        for index in try propertyIndices(v, ipma: ipma, item: itemID) {
+        let associations = try propertyAssociations(v, ipma: ipma, item: itemID)
+        for k in 0..<associations.count {
+            let index = try associations.index(v, k)
+            guard index > 0 else { continue }
             guard let property = try child(v, of: ipco, index: index) else {
                 throw .invalid("\(name) names a missing property")
             }
@@ -207,8 +210,20 @@ extension ImageSniffer {
         return item
     }
 
-    /// The 1-based `ipco` indices `ipma` associates with `item`, in order.
-    static func propertyIndices(_ v: ByteView, ipma: Box, item: UInt32) throws(SniffStop) -> [Int] {
+    /// Where `ipma` lists the properties of one item: `count` entries of 1 or 2 bytes from `start`.
+    struct PropertyAssociations {
+        var start = 0
+        var count = 0
+        var wide = false
+
+        /// The `k`th 1-based `ipco` index (0: none), without the essential bit.
+        func index(_ v: ByteView, _ k: Int) throws(SniffStop) -> Int {
+            wide ? Int(try v.u16be(start + 2 * k) & 0x7FFF) : Int(try v.u8(start + k) & 0x7F)
+        }
+    }
+
+    /// The `ipco` indices `ipma` associates with `item`, in order; none when it lists the item not.
+    static func propertyAssociations(_ v: ByteView, ipma: Box, item: UInt32) throws(SniffStop) -> PropertyAssociations {
         let version = try v.u8(ipma.payload)
         let wide = try v.u8(ipma.payload + 3) & 0x01 != 0
         let entries = try v.u32be(ipma.payload + 4)
@@ -221,19 +236,10 @@ extension ImageSniffer {
             position += 1
             let size = wide ? 2 : 1
             guard position + count * size <= ipma.end else { throw .invalid("bad ipma box") }
-            if id == item {
-                var indices: [Int] = []
-                indices.reserveCapacity(count)
-                for k in 0..<count {
-                    let at = position + k * size
-                    let index = wide ? Int(try v.u16be(at) & 0x7FFF) : Int(try v.u8(at) & 0x7F)
-                    if index > 0 { indices.append(index) }
-                }
-                return indices
-            }
+            if id == item { return PropertyAssociations(start: position, count: count, wide: wide) }
             position += count * size
         }
-        return []
+        return PropertyAssociations()
     }
 
     /// The `index`th (1-based) child of `container`, or nil past its last child.
@@ -278,7 +284,8 @@ extension ImageSniffer {
         let sizes2 = try v.u8(iloc.payload + 5)
         let offsetSize = Int(sizes >> 4), lengthSize = Int(sizes & 0x0F)
         let baseSize = Int(sizes2 >> 4), indexSize = version == 0 ? 0 : Int(sizes2 & 0x0F)
-        for size in [offsetSize, lengthSize, baseSize, indexSize] where size != 0 && size != 4 && size != 8 {
+        func valid(_ size: Int) -> Bool { size == 0 || size == 4 || size == 8 }
+        guard valid(offsetSize), valid(lengthSize), valid(baseSize), valid(indexSize) else {
             throw .invalid("bad ISOBMFF field size")
         }
         var position = iloc.payload + 6

@@ -34,7 +34,7 @@ extension ImageSniffer {
                 var info = ImageInfo(format: .jpeg, width: Int(width), height: Int(height))
                 info.frames = 1
                 info.animated = false
-                info.progressive = [0xC2, 0xC6, 0xCA, 0xCE].contains(code)
+                info.progressive = code & 0x03 == 0x02  // SOF2, SOF6, SOF10, SOF14
                 info.orientation = orientation
                 return info
             default:
@@ -44,7 +44,7 @@ extension ImageSniffer {
                 let end = codeAt + 1 + length
                 // The first APP1 that is EXIF gives the orientation, as in decoders and viewers.
                 if code == 0xE1, !sawExif, length >= 8 + 6, v.has(payload, length - 2),
-                    (try? v.expect(Array("Exif\0\0".utf8), at: payload, else: "")) != nil
+                    (try? v.expect(exifHeader, at: payload, else: "")) != nil
                 {
                     sawExif = true
                     orientation = exifOrientation(v, tiffAt: payload + 6, end: end)

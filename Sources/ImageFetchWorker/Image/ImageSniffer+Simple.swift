@@ -38,14 +38,14 @@ extension ImageSniffer {
         let height = try v.u32be(20)
         guard width <= Int32.max, height <= Int32.max else { throw .invalid("bad PNG dimensions") }
         let depth = try v.u8(24)
-        let allowed: [UInt8]
+        let allowed: Bool
         switch try v.u8(25) {
-        case 0: allowed = [1, 2, 4, 8, 16]  // greyscale
-        case 3: allowed = [1, 2, 4, 8]  // palette
-        case 2, 4, 6: allowed = [8, 16]  // RGB, grey + alpha, RGBA
+        case 0: allowed = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16  // greyscale
+        case 3: allowed = depth == 1 || depth == 2 || depth == 4 || depth == 8  // palette
+        case 2, 4, 6: allowed = depth == 8 || depth == 16  // RGB, grey + alpha, RGBA
         default: throw .invalid("bad PNG colour type")
         }
-        guard allowed.contains(depth) else { throw .invalid("bad PNG bit depth for its colour type") }
+        guard allowed else { throw .invalid("bad PNG bit depth for its colour type") }
         guard try v.u8(26) == 0, try v.u8(27) == 0 else { throw .invalid("unknown PNG compression or filter method") }
         guard try v.u8(28) <= 1 else { throw .invalid("unknown PNG interlace method") }
 
@@ -78,8 +78,11 @@ extension ImageSniffer {
         throw .invalid("too many PNG chunks before the image data")
     }
 
+    private static let gif8: [UInt8] = Array("GIF8".utf8)
+    static let exifHeader: [UInt8] = Array("Exif\0\0".utf8)
+
     static func parseGIFHeader(_ v: ByteView) throws(SniffStop) {
-        try v.expect(Array("GIF8".utf8), at: 0, else: "not a GIF signature")
+        try v.expect(gif8, at: 0, else: "not a GIF signature")
         let version = try v.u8(4)
         guard version == UInt8(ascii: "7") || version == UInt8(ascii: "9") else {
             throw .invalid("unknown GIF version")
@@ -143,7 +146,7 @@ extension ImageSniffer {
                 frames += 1
             } else if type == fourCC("EXIF"), v.has(data, size), info.orientation == nil {
                 // Some writers keep the JPEG APP1 prefix.
-                let skip = (try? v.expect(Array("Exif\0\0".utf8), at: data, else: "")) != nil ? 6 : 0
+                let skip = (try? v.expect(exifHeader, at: data, else: "")) != nil ? 6 : 0
                 info.orientation = exifOrientation(v, tiffAt: data + skip, end: data + size)
             }
             position = data + size + (size & 1)

@@ -25,8 +25,9 @@ extension ImageSniffer {
     }
 
     static func parseTIFF(_ v: ByteView) throws(SniffStop) -> ImageInfo {
-        let bigEndian = try v.u8(0) == 0x4D
-        try v.expect(bigEndian ? [0x4D, 0x4D] : [0x49, 0x49], at: 0, else: "not a TIFF signature")
+        let order = try v.u8(0)
+        let bigEndian = order == 0x4D
+        guard try v.u8(1) == order else { throw .invalid("not a TIFF signature") }
         let version = bigEndian ? try v.u16be(2) : try v.u16le(2)
         let big: Bool
         switch version {
