@@ -4,7 +4,7 @@
 
 /// Checks, for any input, that the sniffer does not trap and that its answers hang together:
 /// a whole body never needs more data, an image has positive dimensions, a prefix that decides
-/// agrees with the whole body, and a shorter prefix either needs more data or agrees too.
+/// agrees with the whole body (``ImageInfo/isConsistent(withWhole:)``), and so does a shorter one.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func imageSnifferFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = UnsafeRawBufferPointer(start: data, count: size)
@@ -18,13 +18,26 @@ public func imageSnifferFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
     case .notAnImage(let reason):
         precondition(!reason.isEmpty && reason.utf8.count < 80, "an empty or long reason")
     }
-    precondition(partial == .needMoreData || partial == complete, "a prefix disagreed with the whole body")
+    precondition(agrees(partial, complete), "a prefix disagreed with the whole body")
 
     // A shorter prefix (its length chosen by the input) must need more data or agree.
     if size > 1 {
         let cut = Int(bytes[size - 1]) % size
         let shorter = ImageSniffer.inspect(UnsafeRawBufferPointer(rebasing: bytes[0..<cut]), isComplete: false)
-        precondition(shorter == .needMoreData || shorter == partial, "a shorter prefix disagreed")
+        precondition(agrees(shorter, complete), "a shorter prefix disagreed")
+    }
+    if case .image(let info) = complete {
+        // The pixel count saturates rather than overflows.
+        precondition(info.pixelCount >= info.width && info.pixelCount >= info.height, "a pixel count overflowed")
     }
     return 0
+}
+
+/// Whether a prefix's answer is "need more data" or agrees with the whole body's.
+func agrees(_ partial: ImageInspection, _ whole: ImageInspection) -> Bool {
+    switch (partial, whole) {
+    case (.needMoreData, _): return true
+    case (.image(let p), .image(let w)): return p.isConsistent(withWhole: w)
+    default: return partial == whole
+    }
 }

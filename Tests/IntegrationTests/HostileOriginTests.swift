@@ -156,8 +156,8 @@ struct HostileOriginTests {
         #expect((timings["ttfb_ms"] as? Double ?? .infinity) <= total)
         #expect(Set(good.keys) == [
             "id", "url", "status", "attempt", "redelivered", "http_status", "content_type", "format", "width",
-            "height", "bytes", "sha256", "location", "final_url", "redirects", "duration_ms", "timings", "worker",
-            "finished_at",
+            "height", "frames", "animated", "bytes", "sha256", "location", "final_url", "redirects", "duration_ms",
+            "timings", "worker", "finished_at",
         ])
 
         // Retryable failures on their last attempt are also dead-lettered, with their code.

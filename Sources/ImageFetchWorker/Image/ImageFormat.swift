@@ -12,7 +12,7 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     case webp
     /// Windows and OS/2 bitmaps.
     case bmp
-    /// TIFF, little- or big-endian (not BigTIFF).
+    /// TIFF and BigTIFF, little- or big-endian.
     case tiff
     /// AVIF still images and sequences (ISOBMFF brands `avif`, `avis`).
     case avif
@@ -48,7 +48,15 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     }
 }
 
-/// What the header of an image says: its format and its size in pixels.
+/// What the header of an image says: its format, its size in pixels, and what can be told of it
+/// from the bytes without decoding.
+///
+/// `width` and `height` are the size of the image as stored, before any orientation: for JPEG,
+/// PNG, WebP and TIFF the EXIF orientation is not applied; for HEIC and AVIF they are those of the
+/// primary item after its clean aperture (`clap`), before its rotation (`irot`) and mirroring
+/// (`imir`). ``displayWidth`` and ``displayHeight`` are the size shown upright. The optional facts
+/// are nil when the format has none or the bytes seen so far do not tell: an answer for a prefix
+/// leaves the ones that need the whole body nil.
 public struct ImageInfo: Sendable, Equatable, Hashable {
     /// The format, from the bytes.
     public var format: ImageFormat
@@ -56,12 +64,58 @@ public struct ImageInfo: Sendable, Equatable, Hashable {
     public var width: Int
     /// Height in pixels; always greater than zero when produced by ``ImageSniffer``.
     public var height: Int
+    /// The number of frames, where the headers count them: 1 for still JPEG, PNG, BMP and WebP;
+    /// the `acTL` count of an APNG, the `ANMF` chunks of an animated WebP, the image descriptors
+    /// of a GIF. Nil for TIFF, HEIC and AVIF, and for a GIF or animated WebP seen only in part.
+    public var frames: Int?
+    /// Whether the image is animated: more than one frame, or an image-sequence brand (HEIC, AVIF).
+    public var animated: Bool?
+    /// The EXIF orientation, 1…8, when the file carries one (JPEG, TIFF, PNG `eXIf`, WebP `EXIF`);
+    /// for HEIC and AVIF, the code equivalent to the primary item's `irot` and `imir`.
+    public var orientation: Int?
+    /// Whether a JPEG is progressive (SOF2, SOF6, SOF10, SOF14); nil for other formats.
+    public var progressive: Bool?
+    /// The canvas a decoder grows to hold every frame, where frames may outgrow the image (a GIF
+    /// frame beyond its logical screen); nil when no frame does.
+    public var canvasWidth: Int?
+    /// See ``canvasWidth``.
+    public var canvasHeight: Int?
 
-    /// Creates an image description.
+    /// Creates an image description with no optional facts.
     public init(format: ImageFormat, width: Int, height: Int) {
         self.format = format
         self.width = width
         self.height = height
+    }
+
+    /// The width as displayed: the height when the orientation turns the image a quarter (5…8).
+    public var displayWidth: Int { (orientation ?? 1) >= 5 ? height : width }
+    /// See ``displayWidth``.
+    public var displayHeight: Int { (orientation ?? 1) >= 5 ? width : height }
+
+    /// The pixels a decoder allocates for the largest raster it holds: width × height, or the
+    /// grown canvas when frames outgrow the image. Saturates at `Int.max`.
+    public var pixelCount: Int {
+        func area(_ w: Int, _ h: Int) -> Int {
+            let (product, overflow) = w.multipliedReportingOverflow(by: h)
+            return overflow ? Int.max : product
+        }
+        return max(area(width, height), area(canvasWidth ?? width, canvasHeight ?? height))
+    }
+
+    /// Whether ``pixelCount`` is over `maxPixels` (`fetch.max_pixels`).
+    public func exceedsPixels(_ maxPixels: Int) -> Bool {
+        pixelCount > maxPixels
+    }
+
+    /// Whether this answer, given for a prefix, agrees with `whole`, the answer for the whole body:
+    /// the same format and size, and every optional fact it gives the same.
+    public func isConsistent(withWhole whole: ImageInfo) -> Bool {
+        func same<T: Equatable>(_ a: T?, _ b: T?) -> Bool { a == nil || a == b }
+        return format == whole.format && width == whole.width && height == whole.height
+            && same(frames, whole.frames) && same(animated, whole.animated) && same(orientation, whole.orientation)
+            && same(progressive, whole.progressive) && same(canvasWidth, whole.canvasWidth)
+            && same(canvasHeight, whole.canvasHeight)
     }
 }
 

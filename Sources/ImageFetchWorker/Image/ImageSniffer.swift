@@ -1,33 +1,35 @@
-/// Recognises an image format and reads its width and height from the header, without decoding.
+/// Recognises an image format and reads its size, and what else the headers tell, without decoding.
 ///
 /// The sniffer is meant to be called again and again on a growing prefix while a body downloads:
-/// it dispatches on the first byte, and every format parser reads only the few bytes it needs, so a
-/// call that cannot decide yet costs a handful of bounds checks (JPEG walks its segment headers,
-/// TIFF its first IFD, AVIF/HEIC the boxes before `meta`). Every read is bounds-checked, every
-/// loop has a fixed upper bound, and no input makes it trap.
+/// it dispatches on the first byte, and every format parser reads only what it needs, so a call
+/// that cannot decide yet costs a few bounds checks. Every read is bounds-checked, every loop
+/// either has a fixed upper bound or moves forward through the body, and no input makes it trap.
+/// docs/image-formats.md describes each format's rules and how they agree with real decoders.
 ///
-/// Recognised signatures:
 /// - JPEG: `FF D8 FF`, then the segments are walked to the first frame header (SOF0…SOF15, except
-///   DHT `C4`, JPG `C8` and DAC `CC`). Fill bytes and standalone markers are skipped; bytes between
-///   segments that are not a marker make it `notAnImage`.
-/// - PNG: the 8-byte signature, then the `IHDR` chunk.
-/// - GIF: `GIF87a` or `GIF89a`, then the logical screen descriptor.
-/// - WebP: `RIFF….WEBP` with a first chunk `VP8 `, `VP8L` or `VP8X` (canvas size).
+///   DHT `C4`, JPG `C8` and DAC `CC`), skipping what libjpeg skips between segments (stray bytes,
+///   fill bytes, `FF 00`) and standalone markers. The first `Exif` APP1 gives the orientation.
+/// - PNG: the signature and a valid `IHDR` (CRC, bit depth and colour type, methods), then the
+///   chunks up to the first `IDAT`: `acTL` (APNG frames) and `eXIf`.
+/// - GIF: `GIF87a`/`GIF89a`, the logical screen and the first image descriptor; for a whole body,
+///   every block, so as to count the frames and grow the canvas for frames beyond the screen.
+/// - WebP: `RIFF….WEBP` with a first chunk `VP8 `, `VP8L` or `VP8X` (canvas size); for a whole
+///   extended file, the `ANMF` frames and the `EXIF` orientation.
 /// - BMP: `BM`, then a BITMAPCOREHEADER (12 bytes) or a larger info header; a negative height
 ///   (top-down bitmap) counts by its magnitude.
-/// - TIFF: `II*\0` or `MM\0*`, then tags 256 (width) and 257 (height) of IFD0, SHORT or LONG.
-/// - AVIF and HEIC: an ISOBMFF `ftyp` box whose major brand, or else its first recognised
-///   compatible brand, is `avif`/`avis` or one of `heic`, `heix`, `heim`, `heis`, `hevc`, `hevx`,
-///   `hevm`, `hevs`; the size is read from the `ispe` properties in `meta`→`iprp`→`ipco`. When
-///   there are several `ispe` boxes (thumbnails, tiles, alpha planes) the one with the largest area
-///   is taken, the first of equals: the primary image, or the grid that tiles it, is the largest.
-///   An `ispe` with a zero dimension makes the file `notAnImage`. Rotation (`irot`) is not applied.
+/// - TIFF and BigTIFF: `II`/`MM` with version 42 or 43, then tags 256, 257 and 274 of IFD0.
+/// - AVIF and HEIC: an ISOBMFF `ftyp` whose major brand, or else its first recognised compatible
+///   brand, is ours; then the primary item (`pitm`), its type (`iinf`), its properties (`ipma` →
+///   `ipco`: `ispe`, `clap`, `irot`, `imir`) and, for a `grid`, the grid from the item's data
+///   (`iloc`, in `idat` or at a file offset).
 public enum ImageSniffer {
     /// Inspects a prefix of a body (`isComplete: false`) or a whole body (`isComplete: true`).
     ///
     /// With a prefix it answers ``ImageInspection/needMoreData`` until it can decide; with the
-    /// whole body it never does. Once a prefix gives `.image` or `.notAnImage`, every longer prefix
-    /// of the same body gives the same answer.
+    /// whole body it never does. Once a prefix gives `.notAnImage`, so does the whole body; once it
+    /// gives `.image`, the whole body gives an image that agrees with it
+    /// (``ImageInfo/isConsistent(withWhole:)``): the same format and size, and the facts that need
+    /// the whole body (the frames of a GIF or animated WebP, a WebP's orientation) filled in.
     public static func inspect(_ bytes: UnsafeRawBufferPointer, isComplete: Bool) -> ImageInspection {
         guard let first = bytes.first else {
             return isComplete ? .notAnImage(reason: "empty body") : .needMoreData
@@ -46,10 +48,10 @@ public enum ImageSniffer {
                 info = try parsePNG(view)
             case UInt8(ascii: "G"):
                 family = "GIF"
-                info = try parseGIF(view)
+                info = try parseGIF(view, isComplete: isComplete)
             case UInt8(ascii: "R"):
                 family = "WebP"
-                info = try parseWebP(view)
+                info = try parseWebP(view, isComplete: isComplete)
             case UInt8(ascii: "B"):
                 family = "BMP"
                 info = try parseBMP(view)
@@ -156,6 +158,21 @@ extension ImageSniffer {
             return UInt64(try u32be(offset)) << 32 | UInt64(try u32be(offset + 4))
         }
 
+        func u64le(_ offset: Int) throws(SniffStop) -> UInt64 {
+            try require(offset, 8)
+            return UInt64(try u32le(offset + 4)) << 32 | UInt64(try u32le(offset))
+        }
+
+        /// A big- or little-endian unsigned integer of 0, 4 or 8 bytes (ISOBMFF `iloc` fields).
+        func uintBE(_ offset: Int, size: Int) throws(SniffStop) -> UInt64 {
+            switch size {
+            case 0: return 0
+            case 4: return UInt64(try u32be(offset))
+            case 8: return try u64be(offset)
+            default: throw .invalid("bad ISOBMFF field size")
+            }
+        }
+
         /// Checks `literal` at `offset` byte by byte, so that a mismatch in the bytes already present
         /// is reported at once and a missing byte only asks for more.
         func expect(_ literal: [UInt8], at offset: Int, else reason: String) throws(SniffStop) {
@@ -179,123 +196,3 @@ extension ImageSniffer {
     }
 }
 
-// MARK: - Simple formats
-
-extension ImageSniffer {
-    private static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
-    private static let ihdr: [UInt8] = Array("IHDR".utf8)
-    private static let gif8: [UInt8] = Array("GIF8".utf8)
-    private static let riff: [UInt8] = Array("RIFF".utf8)
-    private static let webp: [UInt8] = Array("WEBP".utf8)
-    private static let vp8StartCode: [UInt8] = [0x9D, 0x01, 0x2A]
-    private static let tiffLE: [UInt8] = [0x49, 0x49, 0x2A, 0x00]
-    private static let tiffBE: [UInt8] = [0x4D, 0x4D, 0x00, 0x2A]
-    static let ftypType: [UInt8] = Array("ftyp".utf8)
-
-    static func parsePNG(_ v: ByteView) throws(SniffStop) -> ImageInfo {
-        try v.expect(pngSignature, at: 0, else: "not a PNG signature")
-        let length = try v.u32be(8)
-        try v.expect(ihdr, at: 12, else: "PNG does not start with IHDR")
-        guard length == 13 else { throw .invalid("bad PNG IHDR length") }
-        let width = try v.u32be(16)
-        let height = try v.u32be(20)
-        guard width <= Int32.max, height <= Int32.max else { throw .invalid("bad PNG dimensions") }
-        return ImageInfo(format: .png, width: Int(width), height: Int(height))
-    }
-
-    static func parseGIF(_ v: ByteView) throws(SniffStop) -> ImageInfo {
-        try v.expect(gif8, at: 0, else: "not a GIF signature")
-        let version = try v.u8(4)
-        guard version == UInt8(ascii: "7") || version == UInt8(ascii: "9") else {
-            throw .invalid("unknown GIF version")
-        }
-        guard try v.u8(5) == UInt8(ascii: "a") else { throw .invalid("unknown GIF version") }
-        let width = try v.u16le(6)
-        let height = try v.u16le(8)
-        return ImageInfo(format: .gif, width: Int(width), height: Int(height))
-    }
-
-    static func parseWebP(_ v: ByteView) throws(SniffStop) -> ImageInfo {
-        try v.expect(riff, at: 0, else: "not a RIFF signature")
-        try v.expect(webp, at: 8, else: "RIFF file is not WebP")
-        let chunk = try v.u32be(12)
-        switch chunk {
-        case fourCC("VP8 "):
-            // Frame tag (3 bytes, bit 0 clear on a key frame), start code, 14-bit sizes + 2-bit scale.
-            guard try v.u8(20) & 0x01 == 0 else { throw .invalid("WebP VP8 does not start with a key frame") }
-            try v.expect(vp8StartCode, at: 23, else: "bad WebP VP8 start code")
-            let width = try v.u16le(26) & 0x3FFF
-            let height = try v.u16le(28) & 0x3FFF
-            return ImageInfo(format: .webp, width: Int(width), height: Int(height))
-        case fourCC("VP8L"):
-            guard try v.u8(20) == 0x2F else { throw .invalid("bad WebP VP8L signature") }
-            let bits = try v.u32le(21)
-            guard bits >> 29 == 0 else { throw .invalid("unknown WebP VP8L version") }
-            let width = (bits & 0x3FFF) + 1
-            let height = ((bits >> 14) & 0x3FFF) + 1
-            return ImageInfo(format: .webp, width: Int(width), height: Int(height))
-        case fourCC("VP8X"):
-            let width = try v.u24le(24) + 1
-            let height = try v.u24le(27) + 1
-            return ImageInfo(format: .webp, width: Int(width), height: Int(height))
-        default:
-            throw .invalid("unsupported WebP chunk")
-        }
-    }
-
-    static func parseBMP(_ v: ByteView) throws(SniffStop) -> ImageInfo {
-        try v.expect([0x42, 0x4D], at: 0, else: "not a BMP signature")
-        let headerSize = try v.u32le(14)
-        switch headerSize {
-        case 12:
-            // BITMAPCOREHEADER: unsigned 16-bit width and height, then planes.
-            let width = try v.u16le(18)
-            let height = try v.u16le(20)
-            guard try v.u16le(22) == 1 else { throw .invalid("bad BMP plane count") }
-            return ImageInfo(format: .bmp, width: Int(width), height: Int(height))
-        case 16, 40, 52, 56, 64, 108, 124:
-            // BITMAPINFOHEADER and its successors (and OS/2 2.x): signed 32-bit width and height.
-            let width = Int(Int32(bitPattern: try v.u32le(18)))
-            let height = Int(Int32(bitPattern: try v.u32le(22)))
-            guard try v.u16le(26) == 1 else { throw .invalid("bad BMP plane count") }
-            guard width >= 0 else { throw .invalid("negative BMP width") }
-            return ImageInfo(format: .bmp, width: width, height: abs(height))
-        default:
-            throw .invalid("unknown BMP header size")
-        }
-    }
-
-    /// The most IFD0 entries looked at before giving up.
-    static let maxTIFFEntries = 1024
-
-    static func parseTIFF(_ v: ByteView) throws(SniffStop) -> ImageInfo {
-        let bigEndian = try v.u8(0) == 0x4D
-        try v.expect(bigEndian ? tiffBE : tiffLE, at: 0, else: "not a TIFF signature")
-        func u16(_ o: Int) throws(SniffStop) -> UInt16 { bigEndian ? try v.u16be(o) : try v.u16le(o) }
-        func u32(_ o: Int) throws(SniffStop) -> UInt32 { bigEndian ? try v.u32be(o) : try v.u32le(o) }
-
-        let ifd = Int(try u32(4))
-        guard ifd >= 8 else { throw .invalid("bad TIFF IFD offset") }
-        let entries = Int(try u16(ifd))
-        guard entries > 0, entries <= maxTIFFEntries else { throw .invalid("bad TIFF IFD entry count") }
-        var width: Int?
-        var height: Int?
-        for index in 0..<entries {
-            let entry = ifd + 2 + 12 * index
-            let tag = try u16(entry)
-            guard tag == 256 || tag == 257 else { continue }
-            let value: Int
-            switch try u16(entry + 2) {
-            case 3: value = Int(try u16(entry + 8))  // SHORT, left-justified in the value field
-            case 4: value = Int(try u32(entry + 8))  // LONG
-            default: throw .invalid("bad TIFF dimension type")
-            }
-            guard try u32(entry + 4) >= 1 else { throw .invalid("bad TIFF dimension count") }
-            if tag == 256 { width = width ?? value } else { height = height ?? value }
-            if let width, let height {
-                return ImageInfo(format: .tiff, width: width, height: height)
-            }
-        }
-        throw .invalid("TIFF IFD0 has no dimensions")
-    }
-}

@@ -84,6 +84,12 @@ struct JSONWriter {
         needsComma = true
     }
 
+    /// Nothing when the value is nil.
+    mutating func field(_ name: StaticString, _ value: Bool?) {
+        guard let value else { return }
+        field(name, value)
+    }
+
     /// A number with up to three decimals (milliseconds).
     mutating func field(_ name: StaticString, milliseconds value: Double) {
         key(name)

@@ -49,6 +49,15 @@ public struct JobResult: Sendable, Equatable {
             json.field("format", image.format.rawValue)
             json.field("width", image.width)
             json.field("height", image.height)
+            // The optional facts of docs/message-contract.md, each only when the headers tell it.
+            json.field("frames", image.frames)
+            json.field("animated", image.animated)
+            json.field("progressive", image.progressive)
+            if let orientation = image.orientation {
+                json.field("orientation", orientation)
+                json.field("display_width", image.displayWidth)
+                json.field("display_height", image.displayHeight)
+            }
         }
         json.field("bytes", bytes)
         json.field("sha256", sha256)

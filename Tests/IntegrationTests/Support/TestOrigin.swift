@@ -31,10 +31,10 @@ import Synchronization
 ///
 /// Any other path is a 404.
 final class TestOrigin: Sendable {
-    /// The body of `/ok.png`: a PNG signature and IHDR (64 × 32) followed by filler, 12 KiB.
+    /// The body of `/ok.png`: a PNG signature, IHDR (64 × 32) and the start of an IDAT chunk whose
+    /// data is filler, 12 KiB. The sniffer reads the headers up to the first IDAT, not the pixels.
     static let okBody: [UInt8] = {
-        var bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52,
-                              0, 0, 0, 64, 0, 0, 0, 32, 8, 6, 0, 0, 0]
+        var bytes = OriginHandler.pngHeader(width: 64, height: 32, idatLength: 12 * 1024 - 41 - 4)
         var state: UInt32 = 2_463_534_242
         while bytes.count < 12 * 1024 {
             state ^= state << 13
@@ -346,15 +346,20 @@ private final class OriginHandler: ChannelInboundHandler {
         return (width, height)
     }
 
-    /// A PNG signature and an IHDR chunk (8-bit RGBA) claiming `width` × `height`; the CRC is not checked
-    /// by the sniffer, so it is left zero.
-    private static func pngHeader(width: UInt32, height: UInt32) -> [UInt8] {
-        var bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]
-        for value in [width, height] {
-            bytes += [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+    /// A PNG signature, an IHDR chunk (8-bit RGBA) claiming `width` × `height` with its CRC (the
+    /// sniffer checks it), and the header of an IDAT chunk of `idatLength` bytes: 41 bytes.
+    fileprivate static func pngHeader(width: UInt32, height: UInt32, idatLength: UInt32 = 0x7FFF_FFFF) -> [UInt8] {
+        func be32(_ value: UInt32) -> [UInt8] {
+            [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
         }
-        bytes += [8, 6, 0, 0, 0, 0, 0, 0, 0]
-        return bytes
+        let ihdr: [UInt8] = [0x49, 0x48, 0x44, 0x52] + be32(width) + be32(height) + [8, 6, 0, 0, 0]
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in ihdr {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+        }
+        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be32(13) + ihdr + be32(crc ^ 0xFFFF_FFFF)
+            + be32(idatLength) + [0x49, 0x44, 0x41, 0x54]
     }
 
     private func trickle(_ context: ChannelHandlerContext, remaining: Int) {

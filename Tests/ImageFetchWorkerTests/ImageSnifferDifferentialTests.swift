@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+
+@testable import ImageFetchWorker
+
+/// The corpus of scripts/image-corpus.sh: files made by real encoders (and altered as odd files
+/// are), PngSuite files, truncations, and what Pillow with pillow-heif said of each. Made once per
+/// test run; a missing tool or a failing encoder makes it an error, so the tests fail.
+private let corpus: Result<(directory: URL, expected: Data), CorpusError> = {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-image-corpus-\(getpid())")
+    let process = Process()
+    process.executableURL = root.appendingPathComponent("scripts/image-corpus.sh")
+    process.arguments = [directory.path]
+    do {
+        try process.run()
+        process.waitUntilExit()
+    } catch {
+        return .failure(CorpusError(message: "scripts/image-corpus.sh did not start: \(error)"))
+    }
+    guard process.terminationStatus == 0 else {
+        return .failure(CorpusError(message: "scripts/image-corpus.sh exited with \(process.terminationStatus)"))
+    }
+    guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent("expected.json").path) else {
+        return .failure(CorpusError(message: "no expected.json in \(directory.path)"))
+    }
+    return .success((directory, data))
+}()
+
+private struct CorpusError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+private func corpusFiles() throws -> [(name: String, bytes: [UInt8], reference: [String: Any])] {
+    let (directory, data) = try corpus.get()
+    guard let expected = try JSONSerialization.jsonObject(with: data) as? [String: [String: Any]] else {
+        throw CorpusError(message: "expected.json is not an object of objects")
+    }
+    return try expected.keys.sorted().map { name in
+        let data = try Data(contentsOf: directory.appendingPathComponent(name))
+        return (name, [UInt8](data), expected[name]!)
+    }
+}
+
+/// Checks what must hold for any input: a whole body never needs more data, an image has positive
+/// dimensions, and every prefix either needs more data or agrees with the whole body.
+private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
+    let whole = ImageSniffer.inspect(bytes)
+    #expect(whole != .needMoreData, "\(name)")
+    if case .image(let info) = whole { #expect(info.width > 0 && info.height > 0, "\(name)") }
+    let step = max(1, bytes.count / cuts)
+    for length in stride(from: 0, through: bytes.count, by: step) {
+        let partial = Array(bytes.prefix(length)).withUnsafeBytes { ImageSniffer.inspect($0, isComplete: false) }
+        switch (partial, whole) {
+        case (.needMoreData, _):
+            break
+        case (.image(let p), .image(let w)):
+            #expect(p.isConsistent(withWhole: w), "\(name) prefix \(length): \(p) vs \(w)")
+        default:
+            #expect(partial == whole, "\(name) prefix \(length): \(partial) vs \(whole)")
+        }
+    }
+}
+
+@Suite(.serialized) struct ImageSnifferDifferentialTests {
+    /// Every file Pillow opens in a format the worker claims gets the same format and size (and
+    /// frame count and EXIF orientation, where both tell); every file in a format it does not claim
+    /// is `notAnImage`; every file Pillow refuses leaves the sniffer consistent. Prints the table
+    /// that docs/image-formats.md quotes.
+    @Test func agreesWithPillow() throws {
+        var table: [String: (files: Int, opened: Int, agreed: Int, refused: Int, alsoRefused: Int)] = [:]
+        var disagreements: [String] = []
+        for (name, bytes, reference) in try corpusFiles() {
+            let family = String(name.split(separator: "-").first { !$0.hasPrefix("truncated") } ?? "")
+            let answer = ImageSniffer.inspect(bytes)
+            checkAgainstPrefixes(name, bytes, cuts: 64)
+            var row = table[family] ?? (0, 0, 0, 0, 0)
+            row.files += 1
+            defer { table[family] = row }
+            guard reference["error"] == nil else {
+                row.refused += 1
+                switch answer {
+                case .notAnImage:
+                    row.alsoRefused += 1
+                case .image(let info):
+                    // Accepted: ImageMagick, where it reads the file, must agree (it names an AVIF
+                    // read through libheif HEIC). Otherwise the header is valid and the rest is not,
+                    // which the worker does not look at (docs/image-formats.md).
+                    guard let magick = reference["identify"] as? [String: Any] else { break }
+                    let format = magick["format"] as? String
+                    let size = (magick["width"] as? Int, magick["height"] as? Int)
+                    let sameFormat = format == info.format.rawValue || (format == "heic" && info.format == .avif)
+                    let sameSize = size == (info.width, info.height) || size == (info.displayWidth, info.displayHeight)
+                    if !(sameFormat && sameSize) { disagreements.append("\(name): ImageMagick \(magick) but \(info)") }
+                case .needMoreData:
+                    break
+                }
+                continue
+            }
+            row.opened += 1
+            guard let format = reference["format"] as? String else {
+                // Pillow opened a format the worker does not claim.
+                if case .notAnImage = answer { row.agreed += 1 } else { disagreements.append("\(name): \(answer)") }
+                continue
+            }
+            guard case .image(let info) = answer else {
+                disagreements.append("\(name): Pillow \(format) but \(answer)")
+                continue
+            }
+            let width = reference["width"] as? Int, height = reference["height"] as? Int
+            var same = info.format.rawValue == format
+            // Pillow grows a GIF's size to its first frame's extent; the worker reports the logical
+            // screen and bounds the grown canvas (ImageInfo.canvasWidth) by fetch.max_pixels.
+            // pillow-heif (libheif) and Pillow's libtiff path report a HEIC's or TIFF's size turned
+            // upright: the worker's display size.
+            let upright = info.format == .heic || info.format == .tiff
+            same = same && ((upright ? (info.displayWidth, info.displayHeight) : (info.width, info.height)) == (width, height)
+                || (info.format == .gif && info.canvasWidth == width && info.canvasHeight == height))
+            if let frames = info.frames, let pillowFrames = reference["frames"] as? Int {
+                same = same && frames == pillowFrames
+            }
+            // The reference leaves out orientation 1 (no turn). pillow-heif tells the orientation
+            // only of files whose EXIF had one (it moves it into irot/imir when writing).
+            if let orientation = reference["orientation"] as? Int {
+                same = same && info.orientation == orientation
+            } else if info.format != .heic {
+                same = same && (info.orientation ?? 1) == 1
+            }
+            if same {
+                row.agreed += 1
+            } else {
+                disagreements.append("\(name): Pillow \(reference) but \(info)")
+            }
+        }
+        print("| format | files | opened by Pillow | agreed | refused by Pillow | also refused by the worker |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for (family, row) in table.sorted(by: { $0.key < $1.key }) {
+            print("| \(family) | \(row.files) | \(row.opened) | \(row.agreed) | \(row.refused) | \(row.alsoRefused) |")
+        }
+        #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
+        #expect(table.values.reduce(0) { $0 + $1.opened } > 100, "too few files opened by the reference")
+    }
+
+    /// Truncation, flipped bytes and inflated sizes on every corpus file: no trap, and the answers
+    /// stay consistent.
+    @Test func mutatedCorpusFilesStaySafe() throws {
+        var rng = SplitMix64(state: 0x1F_2E3D)
+        for (name, original, _) in try corpusFiles() where !name.hasPrefix("truncated") {
+            guard !original.isEmpty else { continue }
+            for round in 0..<24 {
+                var bytes = original
+                // Mutate the first 512 bytes more often: the headers live there.
+                let span = UInt64(round % 2 == 0 ? min(512, bytes.count) : bytes.count)
+                switch round % 3 {
+                case 0:  // truncate
+                    bytes = Array(bytes.prefix(Int(rng.next() % UInt64(bytes.count))))
+                case 1:  // flip bytes
+                    for _ in 0..<(1 + Int(rng.next() % 4)) {
+                        bytes[Int(rng.next() % span)] ^= UInt8(truncatingIfNeeded: 1 | rng.next())
+                    }
+                default:  // inflate a 16- or 32-bit field
+                    let at = Int(rng.next() % span)
+                    let extreme: [UInt8] = [[0xFF, 0xFF, 0xFF, 0xFF], [0x7F, 0xFF, 0xFF, 0xFF], [0, 0, 0xFF, 0xFF],
+                                            [0x80, 0, 0, 0]][Int(rng.next() % 4)]
+                    for i in 0..<4 where at + i < bytes.count { bytes[at + i] = extreme[i] }
+                }
+                checkAgainstPrefixes("\(name) round \(round)", bytes, cuts: 8)
+            }
+        }
+    }
+}
