@@ -118,11 +118,11 @@ extension Worker {
         publishThenSettle(context, decision)
     }
 
-    /// `too_many_pixels` when width × height is over the limit.
+    /// `too_many_pixels` when what a decoder would allocate is over the limit: width × height, or
+    /// the canvas that frames beyond a GIF's logical screen grow.
     static func pixelLimitError(_ info: ImageInfo, maxPixels: Int) -> JobError? {
-        let (pixels, overflow) = info.width.multipliedReportingOverflow(by: info.height)
-        guard overflow || pixels > maxPixels else { return nil }
-        return JobError(.tooManyPixels, "the image is \(info.width) × \(info.height) pixels, over fetch.max_pixels")
+        guard info.exceedsPixels(maxPixels) else { return nil }
+        return JobError(.tooManyPixels, "the image needs \(info.canvasWidth ?? info.width) × \(info.canvasHeight ?? info.height) pixels, over fetch.max_pixels")
     }
 
     private func releaseSlot(_ context: JobContext) {
