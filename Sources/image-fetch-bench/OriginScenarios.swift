@@ -26,6 +26,8 @@ struct OriginScenarios {
         guard let png = FileManager.default.contents(atPath: options.png) else {
             throw BenchError("cannot read the PNG \(options.png)")
         }
+        // The topology first: the collector consumes the results queue without declaring it.
+        try JobPublisher(configuration: configuration, logger: quietLogger("bench.publisher")).close()
         let results = try IDCollector(configuration: configuration)
         defer { results.close() }
         var figures: [Figure]
@@ -202,6 +204,7 @@ final class IDCollector: BrokerSessionDelegate, @unchecked Sendable {
     init(configuration: WorkerConfiguration) throws {
         var consumer = configuration
         consumer.queue.jobs = configuration.queue.results
+        consumer.queue.declare = false
         consumer.amqp.prefetch = 2000
         let session = BrokerSession(configuration: consumer, logger: quietLogger("bench.results"), delegate: nil)
         self.session = session
