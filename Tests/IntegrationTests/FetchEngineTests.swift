@@ -346,6 +346,9 @@ struct FetchEngineTests {
 
     @Test("1,024 concurrent transfers on the one loop")
     func scale() async throws {
+        // 1,024 client sockets and 1,024 server sockets in this one process: more than the usual
+        // soft limit of 1,024 descriptors.
+        try raiseFileDescriptorLimit(to: 4096)
         let origin = try await TestOrigin.start(threads: 2)
         let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil)
         let count = 1024

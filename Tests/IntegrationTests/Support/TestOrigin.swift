@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -57,6 +58,8 @@ final class TestOrigin: Sendable {
         var maxInFlight = 0
         /// Requests seen per `/flaky` key.
         var flakyHits: [String: Int] = [:]
+        /// When each `/flaky` request arrived, per key: seconds on the origin's monotonic clock.
+        var flakyTimes: [String: [Double]] = [:]
         /// Body bytes of `/endless` responses that the origin wrote to the socket, by request URI.
         var streamedBytes: [String: Int] = [:]
         /// The header lines of every request, `name: value` with the name lower-cased, by request URI
@@ -264,6 +267,7 @@ private final class OriginHandler: ChannelInboundHandler {
             let failures = Int(query["fail"] ?? "") ?? 2
             let hits = counters.update { stats -> Int in
                 stats.flakyHits[key, default: 0] += 1
+                stats.flakyTimes[key, default: []].append(Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
                 return stats.flakyHits[key] ?? 0
             }
             if hits <= failures {
