@@ -36,7 +36,9 @@ struct ClusterTests {
         return (ok, objects.count, notOK)
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    // The limit includes the cluster's start on first use: 20-30 s on a quiet machine, 6 min on
+    // two cores shared with parallel Swift builds.
+    @Test(.timeLimit(.minutes(12)))
     func killingANodeMidRunLosesNoJob() async throws {
         let cluster = try TestCluster.shared()
         let origin = try await TestOrigin.start(threads: 2)
@@ -93,18 +95,23 @@ struct ClusterTests {
         try await origin.shutdown()
     }
 
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.timeLimit(.minutes(12)))
     func aMemoryAlarmPausesTheWorkerUntilItClears() async throws {
         let cluster = try TestCluster.shared()
         let origin = try await TestOrigin.start(threads: 2)
         let configuration = try Self.configuration("calarm", cluster: cluster, node: 2)
-        let ids = (0..<1500).map { "m\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=10&n=\($0)")) }) == ids.count)
+        // The broker blocks a connection when it next publishes, so results must still be flowing
+        // when the alarm goes up, however long rabbitmqctl takes (seconds on a quiet machine, a
+        // minute under a parallel build): 4,000 jobs paced at 100 ms with 4 permits last 100 s.
+        // Once the alarm is over, the pace drops to nothing and the rest finish at once.
+        origin.setPace(milliseconds: 100)
+        let ids = (0..<4000).map { "m\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }) == ids.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let port = try TestBroker.freePort()
         let worker = try Self.worker(configuration, cluster: cluster, node: 2,
-                                     extra: ["WORKER_CONCURRENCY": "8", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"])
+                                     extra: ["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"])
         let endpoint = try OperationsEndpoint(port: port)
         let pid = worker.process.processIdentifier
         defer {
@@ -112,7 +119,7 @@ struct ClusterTests {
             _ = try? cluster.ctl(2, ["set_vm_memory_high_watermark", "0.4"])
         }
         #expect(await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 200 }, "never ready:\n\(worker.log)")
-        #expect(await eventually(timeout: 60) { results.received.count >= 200 }, "log:\n\(worker.log.suffix(2000))")
+        #expect(await eventually(timeout: 60) { results.received.count >= 50 }, "log:\n\(worker.log.suffix(2000))")
 
         // A watermark far below what the node uses raises the memory alarm at the next check (1 s).
         _ = try cluster.ctl(2, ["set_vm_memory_high_watermark", "0.000001"])
@@ -127,6 +134,7 @@ struct ClusterTests {
         #expect(results.received.count < ids.count, "every job finished before the alarm took effect")
 
         _ = try cluster.ctl(2, ["set_vm_memory_high_watermark", "0.4"])
+        origin.setPace(milliseconds: 0)
         #expect(await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 200 }, "/readyz did not recover:\n\(worker.log.suffix(2000))")
         let finished = await eventually(timeout: 90) { Self.tally(results).ok.count == ids.count }
         #expect(finished, "\(ids.count - Self.tally(results).ok.count) jobs unanswered after the alarm:\n\(worker.log.suffix(2000))")
