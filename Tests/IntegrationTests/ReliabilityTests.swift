@@ -178,7 +178,9 @@ struct ReliabilityTests {
         #expect(copy.headers["x-error-code"] as? String == "http_error")
         #expect((copy.headers["x-error-message"] as? String)?.contains("503") == true)
         #expect(copy.headers["x-attempt"] as? Int == 3)
-        #expect((copy.headers["x-first-seen"] as? String).map { ISO8601DateFormatter().date(from: $0) != nil } == true,
+        let rfc3339 = ISO8601DateFormatter()
+        rfc3339.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        #expect((copy.headers["x-first-seen"] as? String).map { rfc3339.date(from: $0) != nil } == true,
                 "x-first-seen: \(String(describing: copy.headers["x-first-seen"]))")
         // The dead copy is the job as the producer sent it.
         #expect(copy.object?["id"] as? String == "down")
