@@ -76,7 +76,7 @@ if ! command -v moto_server >/dev/null 2>&1 && ! "$MOTO_VENV/bin/moto_server" --
   rm -rf "$MOTO_VENV"
   if ! { python3 -m venv "$MOTO_VENV" >/dev/null &&
     "$MOTO_VENV/bin/python" -m pip install -q --disable-pip-version-check 'moto[server]>=5,<6' >/dev/null; }; then
-    echo "deps.sh: WARNING: could not install moto[server] from PyPI; the S3 tests will be skipped" >&2
+    echo "deps.sh: WARNING: could not install moto[server] from PyPI; the S3 tests will fail under make test (skipped elsewhere)" >&2
   fi
 fi
 

@@ -12,6 +12,19 @@
 #   scripts/rabbitmq.sh thaw       kill -CONT the node
 #   scripts/rabbitmq.sh pid        print the node's OS pid
 #   scripts/rabbitmq.sh destroy    stop it and delete its folder (data and logs)
+#   scripts/rabbitmq.sh kill9      kill -9 the node's Erlang VM (a crash, for failover tests)
+#
+# A three-node cluster on loopback, for the failover tests: nodes on IFW_AMQP_PORT, +1 and +2
+# (default 5701), each in IFW_RABBIT_DIR/node-PORT, sharing one Erlang cookie in IFW_RABBIT_DIR/home.
+#   scripts/rabbitmq.sh cluster start     start the three nodes (in parallel) and join the 2nd and 3rd
+#                                         to the 1st; prints the three AMQP URLs, comma-separated
+#   scripts/rabbitmq.sh cluster stop      stop the three nodes
+#   scripts/rabbitmq.sh cluster destroy   stop them and delete the folder
+#   scripts/rabbitmq.sh cluster urls      print the three AMQP URLs, comma-separated
+# IFW_RABBIT_DIR defaults to $PWD/.run/rabbitmq-cluster for these.
+#   scripts/rabbitmq.sh node N CMD ...    any single-node command above (start, stop, kill9, ctl ...)
+#                                         on node N (1, 2 or 3) of the cluster; a killed node started
+#                                         again rejoins the cluster
 #
 # Environment:
 #   IFW_AMQP_PORT        AMQP port, default: the folder's last port, else 5672; 127.0.0.1 only
@@ -22,6 +35,7 @@
 #   IFW_RABBIT_TIMEOUT   seconds `start` and `wait` allow, default 60
 #   IFW_RABBIT_OWNER_PID the process the node belongs to (scripts/test.sh); once it has exited, a later
 #                        `start` on the same port may stop the leftover node
+#   IFW_RABBIT_HOME      the nodes' HOME (where the Erlang cookie lives), default IFW_RABBIT_DIR/home
 #   IFW_RABBIT_EXTRA_CONF extra rabbitmq.conf lines (newline-separated), appended as given, e.g. a TLS
 #                        listener: "listeners.ssl.default = 127.0.0.1:5671" and "ssl_options.certfile = ...".
 #                        Files it names must be readable by the rabbitmq user.
@@ -36,10 +50,16 @@
 # quiet machine, 13-19 s while Swift builds load both cores (load average 11). `stop` takes 3-5 s.
 set -euo pipefail
 
-DIR="${IFW_RABBIT_DIR:-$PWD/.run/rabbitmq}"
+if [[ ${1:-} == cluster || ${1:-} == node ]]; then
+  DIR="${IFW_RABBIT_DIR:-$PWD/.run/rabbitmq-cluster}"
+else
+  DIR="${IFW_RABBIT_DIR:-$PWD/.run/rabbitmq}"
+fi
 # Without IFW_AMQP_PORT, the port the folder's node was last started on (so `stop` finds a node that
 # scripts/run.sh started on the port of $AMQP_URL), else 5672.
-PORT="${IFW_AMQP_PORT:-$(cat "$DIR/port" 2>/dev/null || echo 5672)}"
+DEFAULT_PORT=5672
+[[ ${1:-} == cluster || ${1:-} == node ]] && DEFAULT_PORT=5701
+PORT="${IFW_AMQP_PORT:-$(cat "$DIR/port" 2>/dev/null || echo $DEFAULT_PORT)}"
 PLUGINS="${IFW_RABBIT_PLUGINS:-}"
 MGMT_PORT="${IFW_MGMT_PORT:-15672}"
 TIMEOUT="${IFW_RABBIT_TIMEOUT:-60}"
@@ -56,6 +76,7 @@ NODE="ifw-$PORT@localhost"
 mkdir -p "$DIR" 2>/dev/null || true
 DIR="$(cd "$DIR" 2>/dev/null && pwd)" || die "cannot create the folder IFW_RABBIT_DIR=$DIR"
 PID_FILE="$DIR/rabbitmq.pid"
+HOME_DIR="${IFW_RABBIT_HOME:-$DIR/home}"
 # Child invocations of this script (timeout "$0" ctl ...) must address the same node.
 export IFW_AMQP_PORT="$PORT" IFW_RABBIT_DIR="$DIR"
 
@@ -69,7 +90,7 @@ as_root() {
 # Run a command as the rabbitmq user with the node's environment, from inside the node's folder.
 as_rabbit() {
   local -a env_args=(
-    HOME="$DIR/home"
+    HOME="$HOME_DIR"
     PATH="$RABBIT_BIN:/usr/sbin:/usr/bin:/sbin:/bin"
     LANG=C.UTF-8 LC_ALL=C.UTF-8
     RABBITMQ_NODENAME="$NODE"
@@ -161,7 +182,7 @@ log_tail() {
 }
 
 write_config() {
-  as_root mkdir -p "$DIR/mnesia" "$DIR/log" "$DIR/home"
+  as_root mkdir -p "$DIR/mnesia" "$DIR/log" "$HOME_DIR"
   local tmp
   tmp="$(mktemp)"
   {
@@ -190,8 +211,8 @@ write_config() {
   : >"$tmp"
   as_root cp "$tmp" "$DIR/rabbitmq-env.conf"
   rm -f "$tmp"
-  as_root chown -R "$RABBIT_USER:$RABBIT_USER" "$DIR"
-  as_root chmod 0750 "$DIR/home"
+  as_root chown -R "$RABBIT_USER:$RABBIT_USER" "$DIR" "$HOME_DIR"
+  as_root chmod 0750 "$HOME_DIR"
   as_rabbit test -w "$DIR/mnesia" ||
     die "user $RABBIT_USER cannot write $DIR (a parent folder is not searchable by it?); set IFW_RABBIT_DIR to a folder under /tmp"
 }
@@ -327,9 +348,104 @@ do_status() {
   return 3
 }
 
+# ---- the three-node cluster ----
+
+cluster_ports() { echo "$PORT" $((PORT + 1)) $((PORT + 2)); }
+
+# on_node N ARGS: this script's single-node command ARGS on node N of the cluster.
+on_node() {
+  local n=$1 p
+  shift
+  [[ $n == [123] ]] || die "node must be 1, 2 or 3, got '$n'"
+  p=$((PORT + n - 1))
+  IFW_AMQP_PORT=$p IFW_RABBIT_DIR="$DIR/node-$p" IFW_RABBIT_HOME="$DIR/home" "$0" "$@"
+}
+
+cluster_urls() {
+  local p urls=()
+  for p in $(cluster_ports); do urls+=("amqp://guest:guest@127.0.0.1:$p/%2F"); done
+  (IFS=,; echo "${urls[*]}")
+}
+
+cluster_stop() {
+  local n pids=()
+  for n in 1 2 3; do
+    [[ -d $DIR/node-$((PORT + n - 1)) ]] || continue
+    on_node "$n" stop >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || true; done
+  stop_epmd_if_ours
+  say "stopped the cluster on ports $(cluster_ports)"
+}
+
+cluster_start() {
+  local t0=$SECONDS n rc pids=() failed=0 taken=0 first="ifw-$PORT@localhost"
+  ((PORT + 2 < 45536)) || die "IFW_AMQP_PORT must leave room for three nodes"
+  echo "$PORT" | as_root tee "$DIR/port" >/dev/null
+  as_root mkdir -p "$DIR/home"
+  as_root chown "$RABBIT_USER:$RABBIT_USER" "$DIR/home"
+  as_root chmod 0750 "$DIR/home"
+  # One epmd for the three nodes, started before they boot in parallel.
+  if ! epmd -names >/dev/null 2>&1; then
+    as_rabbit epmd -daemon
+    as_root touch "$DIR/epmd.ours"
+  fi
+  for n in 1 2 3; do
+    on_node "$n" start &
+    pids+=($!)
+  done
+  for n in 0 1 2; do
+    rc=0
+    wait "${pids[$n]}" || rc=$?
+    ((rc == 0)) || failed=1
+    ((rc == 98)) && taken=1
+  done
+  if ((failed)); then
+    cluster_stop
+    ((taken)) && exit 98
+    die "a cluster node did not start"
+  fi
+  # Fresh nodes: join the 2nd and 3rd to the 1st (stop_app, join_cluster, start_app; start_app returns
+  # once the node has booted). One rabbitmqctl call costs 1-2 s on a quiet machine (an Erlang VM
+  # starts each time), 30 s under a parallel Swift build.
+  for n in 2 3; do
+    on_node "$n" ctl -q stop_app >/dev/null &&
+      on_node "$n" ctl -q join_cluster "$first" >/dev/null &&
+      on_node "$n" ctl -q start_app >/dev/null ||
+      { cluster_stop; die "node $n did not join $first"; }
+  done
+  local running
+  running="$(on_node 1 ctl -q eval 'length(rabbit_nodes:all_running()).' 2>/dev/null | tr -dc 0-9)"
+  [[ $running == 3 ]] || { cluster_stop; die "the cluster has ${running:-?} running nodes, not 3"; }
+  say "cluster ready after $((SECONDS - t0))s: $(cluster_urls)"
+  cluster_urls
+}
+
 cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
+  cluster)
+    sub="${1:-}"
+    [[ $# -gt 0 ]] && shift
+    case "$sub" in
+      start) cluster_start ;;
+      stop) cluster_stop ;;
+      destroy) cluster_stop; as_root rm -rf "$DIR" ;;
+      urls) cluster_urls ;;
+      *) die "usage: $0 cluster start|stop|destroy|urls" ;;
+    esac
+    ;;
+  node)
+    [[ $# -ge 2 ]] || die "usage: $0 node N COMMAND [ARGS]"
+    on_node "$@"
+    ;;
+  kill9)
+    pid="$(node_pid)" || die "$NODE is not running"
+    as_root kill -KILL "$pid"
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    as_root rm -f "$PID_FILE"
+    ;;
   start) do_start ;;
   stop) do_stop ;;
   status) do_status ;;

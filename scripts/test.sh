@@ -18,6 +18,10 @@
 #   IFW_AMQP_PORT, IFW_RABBIT_DIR   the node's port and folder
 #   IFW_TEST_MANAGEMENT_URL    http://127.0.0.1:MGMT_PORT, the management API (unset with IFW_TEST_MANAGEMENT=0)
 #   IFW_RABBIT_PLUGINS, IFW_MGMT_PORT   so that `$IFW_TEST_RABBITMQ_SCRIPT start` brings the plugin back
+#   IFW_TEST_CLUSTER_DIR       the folder of the three-node cluster that ClusterTests starts on first use
+#                              (`rabbitmq.sh cluster start`, ports from 5701); destroyed here on exit
+#   IFW_TEST_STRICT=1          a suite whose tool (broker, cluster, moto_server) is missing fails
+#                              instead of being skipped
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,6 +48,9 @@ validate deploy/kubernetes/ check-kubernetes.sh
 IFW_RABBIT_DIR="$(mktemp -d "${TMPDIR:-/tmp}/ifw-test-rabbitmq.XXXXXX")"
 chmod 0755 "$IFW_RABBIT_DIR"
 export IFW_RABBIT_DIR
+# The cluster's folder (created by the tests on first use, so a filtered run pays nothing for it).
+export IFW_TEST_CLUSTER_DIR="$IFW_RABBIT_DIR.cluster"
+export IFW_TEST_STRICT=1
 # Lets a later run reclaim the port if this one is killed with SIGKILL and cannot clean up.
 export IFW_RABBIT_OWNER_PID=$$
 
@@ -61,7 +68,11 @@ cleanup() {
   echo "==> stopping the test RabbitMQ node" >&2
   # Without IFW_AMQP_PORT (start not finished), rabbitmq.sh reads the port from the node's folder.
   "$RABBIT" destroy >/dev/null 2>&1 || true
-  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" 2>/dev/null || true
+  if [[ -d $IFW_TEST_CLUSTER_DIR ]]; then
+    echo "==> stopping the test RabbitMQ cluster" >&2
+    IFW_RABBIT_DIR="$IFW_TEST_CLUSTER_DIR" IFW_AMQP_PORT="" "$RABBIT" cluster destroy >/dev/null 2>&1 || true
+  fi
+  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" "$IFW_TEST_CLUSTER_DIR"* 2>/dev/null || true
   exit "$status"
 }
 trap cleanup EXIT

@@ -12,6 +12,10 @@ enum TestBroker {
     /// through `make test`).
     static var isAvailable: Bool { url != nil }
 
+    /// `IFW_TEST_STRICT=1` (scripts/test.sh, so `make test` and CI): a suite whose broker, cluster or
+    /// other tool is missing runs anyway and fails, instead of being skipped.
+    static var isStrict: Bool { ProcessInfo.processInfo.environment["IFW_TEST_STRICT"] == "1" }
+
     /// scripts/rabbitmq.sh, for tests that stop, start or freeze the broker.
     static var script: String? { ProcessInfo.processInfo.environment["IFW_TEST_RABBITMQ_SCRIPT"] }
 

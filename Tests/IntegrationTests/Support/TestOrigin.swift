@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -13,6 +14,7 @@ import Synchronization
 /// |---|---|
 /// | `/ok.png` | 200 `image/png`, ``TestOrigin/okBody`` |
 /// | `/slow?ms=N` | `/ok.png` after N ms |
+/// | `/paced` | `/ok.png` after ``TestOrigin/pace`` ms, which the test may change mid-run |
 /// | `/status/N` | status N, a short text body |
 /// | `/redirect/N` | a chain of N 302 redirects, then `/ok.png` |
 /// | `/loop` | 302 to itself |
@@ -57,6 +59,10 @@ final class TestOrigin: Sendable {
         var maxInFlight = 0
         /// Requests seen per `/flaky` key.
         var flakyHits: [String: Int] = [:]
+        /// The delay of `/paced` responses, in milliseconds.
+        var pace = 0
+        /// When each `/flaky` request arrived, per key: seconds on the origin's monotonic clock.
+        var flakyTimes: [String: [Double]] = [:]
         /// Body bytes of `/endless` responses that the origin wrote to the socket, by request URI.
         var streamedBytes: [String: Int] = [:]
         /// The header lines of every request, `name: value` with the name lower-cased, by request URI
@@ -112,11 +118,18 @@ final class TestOrigin: Sendable {
         counters.update { $0 }
     }
 
+    /// The delay of `/paced` responses from now on, in milliseconds.
+    func setPace(milliseconds: Int) {
+        counters.update { $0.pace = milliseconds }
+    }
+
     /// Sets every counter back to zero (requests in flight stay counted).
     func resetStats() {
         counters.update { stats in
             let inFlight = stats.inFlight
+            let pace = stats.pace
             stats = Stats()
+            stats.pace = pace
             stats.inFlight = inFlight
             stats.maxInFlight = inFlight
         }
@@ -211,6 +224,12 @@ private final class OriginHandler: ChannelInboundHandler {
                 guard self.active else { return }
                 self.respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
             }
+        case "paced":
+            let ms = counters.update { $0.pace }
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(ms))) {
+                guard self.active else { return }
+                self.respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+            }
         case "status":
             let code = parts.count > 1 ? Int(parts[1]) ?? 500 : 500
             respond(context, HTTPResponseStatus(statusCode: code), contentType: "text/plain",
@@ -264,6 +283,7 @@ private final class OriginHandler: ChannelInboundHandler {
             let failures = Int(query["fail"] ?? "") ?? 2
             let hits = counters.update { stats -> Int in
                 stats.flakyHits[key, default: 0] += 1
+                stats.flakyTimes[key, default: []].append(Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
                 return stats.flakyHits[key] ?? 0
             }
             if hits <= failures {

@@ -71,3 +71,16 @@ enum TestScratch {
     /// A path inside the scratch folder.
     static func path(_ name: String) -> String { root + "/" + name }
 }
+
+/// Raises this process's soft limit on open descriptors to at least `minimum` (up to the hard
+/// limit); throws when the hard limit is lower, so the test fails with the reason.
+func raiseFileDescriptorLimit(to minimum: rlim_t) throws {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw POSIXError(.EINVAL) }
+    guard limit.rlim_cur < minimum else { return }
+    guard limit.rlim_max >= minimum else {
+        throw TestSetupError("the hard limit on open files is \(limit.rlim_max); this test needs \(minimum) (ulimit -Hn)")
+    }
+    limit.rlim_cur = minimum
+    guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw POSIXError(.EPERM) }
+}
