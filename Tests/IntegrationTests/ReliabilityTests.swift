@@ -249,7 +249,7 @@ struct ReliabilityTests {
         // that ignored the deadline would fail the bound.
         #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=30000&n=\($0)")) }) == 100)
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "6", "AMQP_HEARTBEAT": "2", "FETCH_TIMEOUT": "300"]) { _, new in new })
+            .merging(["WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "6", "AMQP_HEARTBEAT": "2", "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0"]) { _, new in new })
         #expect(await eventually(timeout: 20) { origin.stats.inFlight >= 8 })
         let started = Date()
         defer { Self.restoreBroker() }
@@ -305,7 +305,7 @@ struct ReliabilityTests {
         defer { TestBroker.cleanUp(configuration) }
         #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "crashy", url: origin.url("/slow?ms=120000"))]) == 1)
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["QUEUE_DELIVERY_LIMIT": "2", "WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "1", "FETCH_TIMEOUT": "300"]) { _, new in new })
+            .merging(["QUEUE_DELIVERY_LIMIT": "2", "WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "1", "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0"]) { _, new in new })
         let pid = worker.process.processIdentifier
         // Deliveries 1, 2 and 3 (the first and two redeliveries) each start a fetch; the 4th is the
         // third redelivery, past the limit, and goes to the dead-letter queue without a fetch.

@@ -158,7 +158,9 @@ struct WorkerEndToEndTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 200)
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
             .merging(["WORKER_CONCURRENCY": "16", "WORKER_DRAIN_TIMEOUT": drainTimeout,
-                      "FETCH_TIMEOUT": "300"]) { _, new in new })
+                      "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0",
+                      // A new origin's slow start begins at 8; these fetches take too long to grow it.
+                      "SCHEDULER_INITIAL_LIMIT": "16"]) { _, new in new })
         #expect(await eventually(timeout: 60) { origin.stats.inFlight >= 16 },
                 "\(label): fetches never started; log:\n\(worker.log.suffix(2000))")
         let started = Date()
@@ -199,7 +201,7 @@ struct WorkerEndToEndTests {
         let bodies = (0..<40).map { JobPublisher.jobBody(id: "t\($0)", url: origin.url("/slow?ms=60000&n=\($0)")) }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 40)
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "16", "WORKER_DRAIN_TIMEOUT": "120", "FETCH_TIMEOUT": "300"]) { _, new in new })
+            .merging(["WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "16", "WORKER_DRAIN_TIMEOUT": "120", "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0"]) { _, new in new })
         #expect(await eventually(timeout: 20) { origin.stats.inFlight >= 8 }, "fetches never started")
         worker.signal(SIGTERM)
         #expect(await eventually(timeout: 10) { worker.log.contains("draining") }, "first signal not seen:\n\(worker.log)")
