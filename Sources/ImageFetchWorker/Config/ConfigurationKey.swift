@@ -173,7 +173,7 @@ extension ConfigurationKey {
     ) -> Self {
         Self(name, .list, secret: secret, help: help, apply: { content, config throws(Invalid) in
             config[keyPath: field] = try parse(try Parse.items(content))
-        }, show: { show($0[keyPath: field]) })
+        }, show: { $0[keyPath: field].isEmpty ? nil : show($0[keyPath: field]) })
     }
 }
 

@@ -10,7 +10,7 @@ extension ConfigurationKey {
 
     static let amqp: [ConfigurationKey] = [
         .list("amqp.url", \.amqp.urls, secret: true,
-              help: "Broker URLs, comma-separated, tried in turn: amqp[s]://user:password@host:port/vhost.",
+              help: "Broker URLs amqp[s]://user:pass@host:port/vhost, comma-separated.",
               show: { $0.map(\.description).joined(separator: ",") },
               parse: { items throws(Invalid) in
                   do throws(ConfigurationError) {

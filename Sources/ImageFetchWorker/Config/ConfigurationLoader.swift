@@ -261,8 +261,17 @@ package struct ConfigurationSource: Sendable, Equatable {
     /// As errors say it: `flag --fetch-max-bytes`, `environment variable FETCH_MAX_BYTES`,
     /// `AMQP_URL_FILE=/run/secrets/amqp`, `config file worker.yaml`.
     package var text: String
+    /// Within the layer: `--fetch-max-bytes`, `FETCH_MAX_BYTES`, `AMQP_URL_FILE=/run/secrets/amqp`,
+    /// `worker.yaml`; empty for the default.
+    package var detail: String
 
-    package static let `default` = ConfigurationSource(layer: .default, text: "default")
+    package init(layer: Layer, text: String, detail: String) {
+        self.layer = layer
+        self.text = text
+        self.detail = detail
+    }
+
+    package static let `default` = ConfigurationSource(layer: .default, text: "default", detail: "")
 }
 
 /// Reads one key through the `ConfigReader` and reports which provider answered.
@@ -305,7 +314,7 @@ private struct Lookup {
     ) throws(ConfigurationError) -> Found {
         switch provider {
         case cliName:
-            let source = ConfigurationSource(layer: .flag, text: "flag \(key.flag)")
+            let source = ConfigurationSource(layer: .flag, text: "flag \(key.flag)", detail: key.flag)
             // The provider splits flag values at commas and collects repeated flags: join them
             // again, so a flag means what the same text means in a variable.
             guard case .stringArray(let values) = content else { return Found(content: content, source: source) }
@@ -314,11 +323,12 @@ private struct Lookup {
             }
             return Found(content: .string(values.joined(separator: ",")), source: source)
         case "config file":
-            return Found(content: content, source: ConfigurationSource(layer: .file, text: "config file \(filePath ?? "")"))
-        case "secret file", "AWS variable":
-            return Found(content: content, source: ConfigurationSource(layer: .env, text: encodedKey))
+            return Found(content: content, source: ConfigurationSource(layer: .file, text: "config file \(filePath ?? "")", detail: filePath ?? ""))
+        case "secret file":
+            return Found(content: content, source: ConfigurationSource(layer: .env, text: encodedKey, detail: encodedKey))
         default:
-            return Found(content: content, source: ConfigurationSource(layer: .env, text: "environment variable \(encodedKey)"))
+            return Found(content: content, source: ConfigurationSource(
+                layer: .env, text: "environment variable \(encodedKey)", detail: encodedKey))
         }
     }
 

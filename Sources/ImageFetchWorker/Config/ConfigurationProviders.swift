@@ -68,7 +68,7 @@ struct VariableFileProvider: FixedConfigProvider {
             return LookupResult(encodedKey: "\(fileVariable)=\(path)", value: try Self.typed(text, type, key: name))
         }
         if plain, let text = environment[variable] {
-            return LookupResult(encodedKey: "environment variable \(variable)", value: try Self.typed(text, type, key: name))
+            return LookupResult(encodedKey: variable, value: try Self.typed(text, type, key: name))
         }
         return LookupResult(encodedKey: variable, value: nil)
     }
