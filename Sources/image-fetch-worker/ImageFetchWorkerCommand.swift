@@ -108,6 +108,6 @@ struct ImageFetchWorkerCommand: ParsableCommand {
         commandName: "image-fetch-worker",
         abstract: "Fetch images named by RabbitMQ jobs, store them, and publish results.",
         version: BuildInfo.description,
-        subcommands: [Run.self, Publish.self, Depth.self, Config.self],
+        subcommands: [Run.self, Publish.self, Depth.self, Config.self, Redrive.self],
         defaultSubcommand: Run.self)
 }

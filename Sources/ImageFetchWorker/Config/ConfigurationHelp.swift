@@ -48,6 +48,12 @@ extension ConfigurationKey.Kind {
 }
 
 extension ConfigurationLoader {
+    /// A duration as configuration values write it (`90`, `500ms`, `30s`, `2m`, `1h`, `7d`), in
+    /// seconds; nil if it is not one.
+    package static func duration(_ text: String) -> Double? {
+        ConfigText.seconds(text)
+    }
+
     /// Splits a command line into configuration flags with their values, and the other
     /// arguments (such as the URLs of `publish`), so that `--amqp-url URL` keeps its value.
     ///
