@@ -43,6 +43,8 @@ struct RedrivePolicyTests {
         properties.headers["x-first-seen"] = .string("2027-01-15T08:00:00.000Z")
         properties.headers["x-error-message"] = .string("timed out")
         properties.headers["x-death"] = .array([])
+        properties.headers["x-deferrals"] = .int(3)
+        properties.headers["x-deferred-seconds"] = .int(8)
         properties.headers["tenant"] = .string("acme")
         let copy = RedrivePolicy.redriven(properties, now: Self.now)
         #expect(copy.persistent)

@@ -22,6 +22,8 @@ public struct RedrivePolicy: Sendable, Equatable {
         "x-attempt", "x-first-seen", "x-error-code", "x-error-message", "x-publish-seq", "x-delivery-count",
         "x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
         "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
+        // The deferral budget of origin-aware scheduling starts again too.
+        OutcomePolicy.deferralsHeader, OutcomePolicy.deferredSecondsHeader,
     ]
 
     /// Whether the dead letter with these properties matches the filters at `now` (seconds since 1970).
