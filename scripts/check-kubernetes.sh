@@ -8,7 +8,8 @@
 #      queue the ConfigMap names, with protocol http and mode QueueLength; the TriggerAuthentication
 #      and the envFrom ConfigMap and Secret exist; terminationGracePeriodSeconds is above
 #      WORKER_DRAIN_TIMEOUT + 5; the probes and the scrape annotation use the container's port and
-#      HTTP_PORT; the pods run as non-root.
+#      HTTP_PORT; the pods run as non-root; the scaled Deployment sets no replicas; the ConfigMap
+#      uses quorum queues; kustomization.yaml lists every manifest (and only existing files).
 #
 #   scripts/check-kubernetes.sh [DIR]     default: deploy/kubernetes at the repository root
 #
@@ -43,15 +44,19 @@ if ! "$VENV/bin/kubernetes-validate" --version >/dev/null 2>&1; then
 fi
 
 shopt -s nullglob
-files=("$DIR"/*.yaml "$DIR"/*.yml)
+files=()
+for file in "$DIR"/*.yaml "$DIR"/*.yml; do
+  [[ $(basename "$file") == kustomization.y*ml ]] || files+=("$file")
+done
 ((${#files[@]} > 0)) || { echo "check-kubernetes.sh: no manifests in $DIR" >&2; exit 1; }
+KUSTOMIZATION=("$DIR"/kustomization.yaml "$DIR"/kustomization.yml)
 
 # 1. Core objects. kubernetes-validate warns (and passes) on kinds it has no schema for; step 2
 #    covers those, and step 3 fails on any kind that neither step knows.
 "$VENV/bin/kubernetes-validate" --strict --quiet --no-warn -k "$K8S_VERSION" "${files[@]}"
 
 # 2 and 3. ruamel.yaml and jsonschema come with the validators.
-"$VENV/bin/python" - "$SCHEMA" "${files[@]}" <<'PY'
+IFW_KUSTOMIZATION="${KUSTOMIZATION[0]:-}" "$VENV/bin/python" - "$SCHEMA" "${files[@]}" <<'PY'
 import json
 import os
 import sys
@@ -210,6 +215,40 @@ for pname, pdb in by_kind.get("PodDisruptionBudget", {}).items():
 
 if not by_kind.get("ScaledObject"):
     errors.append("no KEDA ScaledObject found")
+
+# KEDA owns the replica count of the Deployment it scales: a `replicas` there is re-applied on
+# every `kubectl apply` and fights the autoscaler.
+scaled = {get(so, "spec", "scaleTargetRef", "name") for so in by_kind.get("ScaledObject", {}).values()}
+for dname, dep in deployments.items():
+    if dname in scaled and get(dep, "spec", "replicas") is not None:
+        errors.append(f"Deployment {dname}: has spec.replicas, but ScaledObject scales it; leave replicas out")
+for cname, cm in configmaps.items():
+    if "QUEUE_JOBS" in (cm.get("data") or {}) and (cm.get("data") or {}).get("QUEUE_TYPE") != "quorum":
+        errors.append(f"ConfigMap {cname}: QUEUE_TYPE should be quorum (replicated queues, at-least-once dead-lettering)")
+
+# The kustomization ties the directory together: it lists every manifest, and nothing else.
+kustomization_path = os.environ.get("IFW_KUSTOMIZATION") or ""
+if not kustomization_path or not os.path.exists(kustomization_path):
+    errors.append("no kustomization.yaml: `kubectl apply -k` needs one that lists the manifests")
+else:
+    with open(kustomization_path) as f:
+        k = yaml.load(f) or {}
+    if k.get("apiVersion") != "kustomize.config.k8s.io/v1beta1" or k.get("kind") != "Kustomization":
+        errors.append(f"{os.path.relpath(kustomization_path)}: not a kustomize.config.k8s.io/v1beta1 Kustomization")
+    known = {"apiVersion", "kind", "resources", "labels", "commonLabels", "commonAnnotations", "namespace",
+             "namePrefix", "nameSuffix", "images", "configMapGenerator", "secretGenerator", "patches"}
+    for field in sorted(set(k) - known):
+        errors.append(f"{os.path.relpath(kustomization_path)}: unknown field {field!r}")
+    listed = k.get("resources") or []
+    base = os.path.dirname(kustomization_path)
+    for resource in listed:
+        if not os.path.isfile(os.path.join(base, resource)):
+            errors.append(f"{os.path.relpath(kustomization_path)}: resource {resource!r} does not exist")
+    if len(set(listed)) != len(listed):
+        errors.append(f"{os.path.relpath(kustomization_path)}: a resource is listed twice")
+    for path in paths:
+        if os.path.basename(path) not in listed:
+            errors.append(f"{os.path.relpath(kustomization_path)}: does not list {os.path.basename(path)}")
 
 if errors:
     print("Kubernetes manifest errors:", file=sys.stderr)

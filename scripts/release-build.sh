@@ -41,5 +41,18 @@ if ((${major:-0} > 2 || (${major:-0} == 2 && ${minor:-0} >= 36))); then
   flags+=(-Xlinker -z -Xlinker pack-relative-relocs)
 fi
 
-echo "release-build.sh: swift build ${flags[*]} $*" >&2
-exec swift build "${flags[@]}" "$@"
+# The git revision goes into BuildInfo.swift for this build only (`--version`, the build-info
+# metric): IFW_REVISION if set (the Dockerfile's REVISION, as its context has no .git), else git.
+# The committed line is put back on any exit.
+revision="${IFW_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}"
+[[ $revision =~ ^[A-Za-z0-9._+-]{1,64}$ ]] || revision=unknown
+info=Sources/ImageFetchWorker/BuildInfo.swift
+if [[ $revision != unknown ]] && grep -q '^    public static let revision = "unknown"$' "$info"; then
+  mkdir -p .build
+  cp -p "$info" .build/BuildInfo.swift.committed
+  trap 'cp -p .build/BuildInfo.swift.committed "$info"' EXIT
+  sed -i "s/^    public static let revision = \"unknown\"\$/    public static let revision = \"$revision\"/" "$info"
+fi
+
+echo "release-build.sh: swift build ${flags[*]} $* (revision $revision)" >&2
+swift build "${flags[@]}" "$@"

@@ -17,9 +17,9 @@ func loadConfiguration(_ arguments: [String]) -> WorkerConfiguration {
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the worker (the default).",
-        discussion: "Configuration flags such as --worker-concurrency 8 or --config worker.yaml are passed through; see docs/configuration.md.")
+        discussion: ConfigurationHelp.keys)
 
-    @Argument(parsing: .allUnrecognized, help: "Configuration flags.")
+    @Argument(parsing: .allUnrecognized, help: "Configuration flags, as listed below.")
     var settings: [String] = []
 
     func run() throws {
@@ -47,49 +47,6 @@ struct Run: ParsableCommand {
             throw ExitCode(1)
         }
         withExtendedLifetime((worker, signals)) { dispatchMain() }
-    }
-}
-
-struct Publish: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Enqueue image-fetch jobs with publisher confirms and print how many were confirmed.")
-
-    @Option(name: .long, help: "Read URLs from a file, one per line ('-' for standard input).")
-    var file: String?
-
-    @Argument(parsing: .allUnrecognized, help: "URLs, then configuration flags.")
-    var rest: [String] = []
-
-    func run() throws {
-        let urls = rest.filter { !$0.hasPrefix("--") && $0.contains("://") }
-        let settings = rest.filter { !urls.contains($0) }
-        var all = urls
-        if let file {
-            let text: String
-            if file == "-" {
-                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-            } else {
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw ValidationError("cannot read \(file)")
-                }
-                text = String(decoding: data, as: UTF8.self)
-            }
-            all += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
-        }
-        guard !all.isEmpty else { throw ValidationError("give at least one URL, or --file PATH") }
-        let configuration = loadConfiguration(settings)
-        LoggingSetup.bootstrap(configuration.log)
-        do {
-            let publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "image-fetch-worker.publish"))
-            let confirmed = publisher.publish(urls: all)
-            publisher.close()
-            print("\(confirmed) of \(all.count) jobs confirmed on \(configuration.queue.jobs)")
-            if confirmed != all.count { throw ExitCode(1) }
-        } catch let error as AMQPError {
-            FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
-            throw ExitCode(1)
-        }
     }
 }
 
@@ -154,7 +111,7 @@ struct ImageFetchWorkerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image-fetch-worker",
         abstract: "Fetch images named by RabbitMQ jobs, store them, and publish results.",
-        version: WorkerVersion.current,
-        subcommands: [Run.self, Publish.self, Depth.self],
+        version: BuildInfo.description,
+        subcommands: [Run.self, Publish.self, Depth.self, Config.self, Redrive.self],
         defaultSubcommand: Run.self)
 }

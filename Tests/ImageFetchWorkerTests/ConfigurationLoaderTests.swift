@@ -223,6 +223,12 @@ struct ConfigurationLoaderTests {
         ("STORAGE_PATH", " ", "storage.path"),
         ("AMQP_URL", "http://h", "amqp.url"),
         ("AMQP_TLS_CERT_FILE", "/cert", "amqp.tls.key_file"),
+        ("SCHEDULER_MAX_LIMIT", "17", "scheduler.max_limit"),
+        ("SCHEDULER_MIN_LIMIT", "17", "scheduler.min_limit"),
+        ("SCHEDULER_INITIAL_LIMIT", "0", "scheduler.initial_limit"),
+        ("SCHEDULER_INITIAL_LIMIT", "17", "scheduler.initial_limit"),
+        ("SCHEDULER_DEFER_DELAYS", "500ms", "scheduler.defer_delays"),
+        ("SCHEDULER_MAX_WAIT", "0", "scheduler.max_wait"),
     ])
     func badValueNamesItsKey(_ variable: String, _ value: String, _ key: String) {
         let error = loadError([], [variable: value])

@@ -28,8 +28,8 @@ struct FetchControlsConfigTests {
         let fromEnvironment = try load([], ["FETCH_HEADERS": "Referer: https://shop.example/a,b\nX-Api-Key:  k1  "]).fetch.headers
         #expect(fromEnvironment == [HTTPHeaderField(name: "Referer", value: "https://shop.example/a,b"),
                                     HTTPHeaderField(name: "X-Api-Key", value: "k1")])
-        // swift-configuration splits a flag's value at commas: repeat the flag instead.
-        let fromFlags = try load(["--fetch-headers", "A: 1", "--fetch-headers", "B: 3"]).fetch.headers
+        // One flag whose value holds the lines (a repeated flag is joined with commas).
+        let fromFlags = try load(["--fetch-headers", "A: 1\nB: 3"]).fetch.headers
         #expect(fromFlags.map(\.name) == ["A", "B"])
         #expect(fromFlags.first?.value == "1")
         let file = try ConfigurationLoaderTests.TempFile(

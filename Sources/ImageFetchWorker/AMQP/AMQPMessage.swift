@@ -9,6 +9,8 @@ public struct AMQPProperties: Sendable, Hashable {
     /// True for delivery mode 2.
     public var persistent: Bool = false
     public var timestamp: UInt64? = nil
+    /// 0 to 255; a queue declared with `x-max-priority` delivers higher priorities first.
+    public var priority: UInt8? = nil
     public var headers: [String: AMQPFieldValue] = [:]
     public init() {}
 
@@ -21,6 +23,7 @@ public struct AMQPProperties: Sendable, Hashable {
         if has(AMQP_BASIC_REPLY_TO_FLAG) { replyTo = properties.reply_to.stringValue }
         if has(AMQP_BASIC_DELIVERY_MODE_FLAG) { persistent = properties.delivery_mode == 2 }
         if has(AMQP_BASIC_TIMESTAMP_FLAG) { timestamp = properties.timestamp }
+        if has(AMQP_BASIC_PRIORITY_FLAG) { priority = properties.priority }
         if has(AMQP_BASIC_HEADERS_FLAG) { headers = AMQPTableDecoder.decode(properties.headers) }
     }
 
@@ -50,6 +53,10 @@ public struct AMQPProperties: Sendable, Hashable {
         if let timestamp {
             flags |= AMQP_BASIC_TIMESTAMP_FLAG
             result.timestamp = timestamp
+        }
+        if let priority {
+            flags |= AMQP_BASIC_PRIORITY_FLAG
+            result.priority = priority
         }
         if !headers.isEmpty {
             flags |= AMQP_BASIC_HEADERS_FLAG

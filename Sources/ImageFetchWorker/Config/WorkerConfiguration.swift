@@ -262,7 +262,7 @@ public struct WorkerConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-/// The worker's version, used in the default user agent and `--version`.
+/// The worker's version: ``BuildInfo/version``.
 public enum WorkerVersion {
-    public static let current = "0.1.0"
+    public static var current: String { BuildInfo.version }
 }

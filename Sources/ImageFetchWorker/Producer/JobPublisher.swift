@@ -34,17 +34,24 @@ public final class JobPublisher: Sendable {
     public func publish<S: Sequence>(bodies: S, contentType: String? = "application/json",
                                      headers: [String: AMQPFieldValue] = [:],
                                      replyTo: String? = nil) -> Int where S.Element == [UInt8] {
+        var properties = AMQPProperties()
+        properties.contentType = contentType
+        properties.headers = headers
+        properties.replyTo = replyTo
+        return publish(bodies: bodies, properties: properties)
+    }
+
+    /// Publishes raw bodies with `properties` (made persistent, and stamped with the time), and
+    /// returns how many the broker confirmed.
+    public func publish<S: Sequence>(bodies: S, properties template: AMQPProperties) -> Int where S.Element == [UInt8] {
         let permits = DispatchSemaphore(value: window)
         let group = DispatchGroup()
         let confirmed = NSLockedValue(0)
         for body in bodies {
             permits.wait()
             group.enter()
-            var properties = AMQPProperties()
-            properties.contentType = contentType
+            var properties = template
             properties.persistent = true
-            properties.headers = headers
-            properties.replyTo = replyTo
             // Lets the management API report the age of the queue's head (head_message_timestamp).
             properties.timestamp = UInt64(Date().timeIntervalSince1970)
             session.publish(OutboundMessage(routingKey: configuration.queue.jobs, properties: properties, body: body)) { outcome in

@@ -1,0 +1,117 @@
+import Foundation
+
+/// Moves dead letters from `queue.dead` back to `queue.jobs` (the `redrive` command).
+///
+/// One pass over the messages the dead-letter queue holds at the start, fetched one by one with
+/// `basic.get`. A message the ``RedrivePolicy`` selects is published to the jobs queue and acked
+/// in the same AMQP transaction; `tx.commit-ok` comes once the broker has stored the copies. So
+/// every message ends in exactly one of the two queues whatever happens: if the process dies
+/// before a commit, the broker drops that batch's copies and requeues its originals. (Publishing
+/// with a confirm and then acking would leave a window, between the confirm and the ack, in which
+/// a kill leaves the message in both queues.) Messages not selected stay unacknowledged until the
+/// end, so the pass never sees them twice; closing the channel puts them back in their places.
+public final class DeadLetterRedrive {
+    /// One dead letter the pass looked at.
+    public struct Entry: Sendable {
+        /// The job id from the body, or the `message_id` property.
+        public var id: String?
+        public var code: String?
+        public var attempt: Int64?
+        public var moved: Bool
+    }
+
+    /// What a pass did.
+    public struct Summary: Sendable, Equatable {
+        /// Dead letters looked at.
+        public var scanned = 0
+        /// Moved to the jobs queue (with `dryRun`: selected, and left in place).
+        public var moved = 0
+    }
+
+    private let configuration: WorkerConfiguration
+    private let policy: RedrivePolicy
+    private let dryRun: Bool
+    private let batchSize: Int
+
+    /// - Parameters:
+    ///   - dryRun: Select and report, but move nothing.
+    ///   - batchSize: Messages per transaction; a larger batch commits less often.
+    public init(configuration: WorkerConfiguration, policy: RedrivePolicy, dryRun: Bool, batchSize: Int = 50) {
+        self.configuration = configuration
+        self.policy = policy
+        self.dryRun = dryRun
+        self.batchSize = max(1, batchSize)
+    }
+
+    /// Runs one pass; `report` is called for each selected message once it has moved (for a dry
+    /// run: once selected), in order.
+    public func run(now: Date = Date(), report: (Entry) -> Void) throws(AMQPError) -> Summary {
+        let connection = try connect()
+        defer { connection.close() }
+        let channel: UInt16 = 1
+        try connection.openChannel(channel)
+        let queues = configuration.queue
+        let count = try connection.declareQueue(channel: channel, name: queues.dead, passive: true).messages
+        // Without it the copies would be dropped as unroutable, and the originals acked.
+        try connection.declareQueue(channel: channel, name: queues.jobs, passive: true)
+        if !dryRun { try connection.selectTransactions(channel: channel) }
+
+        var summary = Summary()
+        var pending: [Entry] = []
+        let seconds = now.timeIntervalSince1970
+        while summary.scanned < count, policy.limit.map({ summary.moved < $0 }) ?? true {
+            guard let message = try connection.get(channel: channel, queue: queues.dead) else { break }
+            summary.scanned += 1
+            guard policy.selects(message.properties, now: seconds) else { continue }
+            summary.moved += 1
+            let entry = Self.entry(message)
+            if dryRun {
+                report(entry)
+                continue
+            }
+            try connection.publish(channel: channel, OutboundMessage(
+                routingKey: queues.jobs, properties: RedrivePolicy.redriven(message.properties, now: seconds),
+                body: message.body))
+            try connection.ack(channel: channel, tag: message.tag)
+            pending.append(entry)
+            if pending.count >= batchSize {
+                try connection.commit(channel: channel)
+                pending.forEach(report)
+                pending.removeAll()
+            }
+        }
+        if !pending.isEmpty {
+            try connection.commit(channel: channel)
+            pending.forEach(report)
+        }
+        // Closing the channel returns the messages left unacknowledged to the dead-letter queue.
+        connection.closeChannel(channel)
+        return summary
+    }
+
+    /// The first broker of `amqp.url` that answers.
+    private func connect() throws(AMQPError) -> AMQPConnection {
+        let amqp = configuration.amqp
+        var lastError = AMQPError(.socket, operation: "connect", message: "no broker URL")
+        for url in amqp.urls {
+            do throws(AMQPError) {
+                let connection = try AMQPConnection()
+                try connection.open(
+                    url: url,
+                    tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify),
+                    heartbeat: amqp.heartbeat, connectionName: "image-fetch-worker redrive")
+                return connection
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError
+    }
+
+    private static func entry(_ message: AMQPConnection.Fetched) -> Entry {
+        let object = try? JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any]
+        let id = (object?["id"] as? String) ?? (object?["id"] as? NSNumber)?.stringValue ?? message.properties.messageID
+        return Entry(id: id, code: message.properties.headers["x-error-code"]?.stringValue,
+                     attempt: message.properties.headers["x-attempt"]?.intValue, moved: true)
+    }
+}
