@@ -28,8 +28,11 @@ RUN swift package resolve
 # runtime linked in, lld (part of the Swift toolchain) laying out the functions the worker runs
 # together (Linker/image-fetch-worker.order), and packed relative relocations, which need glibc 2.36
 # where the binary runs (the build image's Ubuntu 24.04 has 2.39, as does the runtime image).
+# REVISION: the source revision for image_fetch_build_info (the context has no .git), e.g.
+#   docker build --build-arg REVISION="$(git rev-parse --short=12 HEAD)" .
+ARG REVISION=unknown
 COPY . .
-RUN scripts/release-build.sh --product image-fetch-worker \
+RUN IFW_REVISION="$REVISION" scripts/release-build.sh --product image-fetch-worker \
  && mkdir -p /staging \
  && cp "$(swift build -c release --show-bin-path)/image-fetch-worker" /staging/ \
  && find -L "$(swift build -c release --show-bin-path)/" -maxdepth 1 -name '*.resources' \

@@ -23,6 +23,8 @@
 #   the Dockerfile's images): the 2.4 MB table of relative relocations, read once at start and then
 #   resident, becomes 38 KB. Such a binary needs glibc 2.36 where it runs, hence the condition: a
 #   build on an older glibc still runs where it was built.
+# - The source revision and Swift version for image_fetch_build_info (scripts/build-info.sh writes
+#   them; -DIFW_GENERATED_BUILD_INFO compiles them in).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,7 +35,9 @@ flags=(
   -Xlinker "--symbol-ordering-file=$PWD/Linker/image-fetch-worker.order"
   -Xlinker --no-warn-symbol-ordering
   -Xlinker --no-export-dynamic
+  -Xswiftc -DIFW_GENERATED_BUILD_INFO
 )
+scripts/build-info.sh
 # `getconf GNU_LIBC_VERSION` prints "glibc 2.36"; compare major and minor as numbers.
 read -r _ glibc < <(getconf GNU_LIBC_VERSION 2>/dev/null || echo "unknown 0.0")
 IFS=. read -r major minor _ <<<"$glibc"
