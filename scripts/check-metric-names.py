@@ -78,7 +78,7 @@ def dashboard_expressions(path):
                 yield node.get("title", ""), node["expr"]
             for key, value in node.items():
                 for title, expr in walk(value):
-                    yield (node.get("title") or title), expr
+                    yield (title or node.get("title", "")), expr
         elif isinstance(node, list):
             for item in node:
                 yield from walk(item)
