@@ -99,13 +99,14 @@ struct ObservabilityTests {
         defer { Task { try? await origin.shutdown(); try? await receiver.shutdown() } }
         let configuration = try TestBroker.configuration("observability-traces")
         defer { TestBroker.cleanUp(configuration) }
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
-        defer { results.close() }
         let publisher = try JobPublisher(configuration: configuration, logger: .init(label: "test.publisher"))
         #expect(publisher.publish(bodies: [JobPublisher.jobBody(id: "traced", url: origin.url("/ok.png?token=secret"))],
                                   headers: ["traceparent": .string(Self.parent), "tracestate": .string("vendor=x1")]) == 1)
         #expect(publisher.publish(bodies: [JobPublisher.jobBody(id: "fresh", url: origin.url("/status/404"))]) == 1)
         publisher.close()
+        // The publisher declared the topology, results queue included.
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
 
         let (worker, _) = try OperationsTests.startWorker(configuration, extra: [
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",

@@ -40,6 +40,12 @@ package final class JobTrace: Sendable {
             ?? incoming ?? TraceContext(traceID: .random(), spanID: TraceContext.randomSpanID())
     }
 
+    /// The trace of a delivery from `queue`.
+    package convenience init(delivery: Delivery, queue: String) {
+        self.init(headers: delivery.properties.headers, queue: queue, messageID: delivery.properties.messageID,
+                  bodySize: delivery.body.count)
+    }
+
     /// The tracer that jobs use; nil (the default) turns span recording off. Set once at start-up
     /// by ``TracingSetup``.
     package static var tracer: (any Tracer)? { TracerHolder.shared.withLock { $0 } }
@@ -86,6 +92,35 @@ package final class JobTrace: Sendable {
         } else if let httpStatus, httpStatus >= 400 {
             span.attributes["error.type"] = String(httpStatus)
             span.setStatus(SpanStatus(code: .error))
+        }
+        span.end()
+    }
+
+    /// Ends a `validate` span with what the header says.
+    package static func endValidate(_ span: any Span, info: ImageInfo) {
+        guard span.isRecording else { return }
+        span.attributes["image_fetch.image.format"] = info.format.rawValue
+        span.attributes["image_fetch.image.width"] = info.width
+        span.attributes["image_fetch.image.height"] = info.height
+        span.end()
+    }
+
+    /// Ends a `store` span, failed with the error's code when the sink failed.
+    package static func endStore<Stored>(_ span: any Span, _ result: Result<Stored, JobError>) {
+        guard span.isRecording else { return }
+        if case .failure(let error) = result {
+            span.attributes["error.type"] = error.code.rawValue
+            span.setStatus(SpanStatus(code: .error, message: error.code.rawValue))
+        }
+        span.end()
+    }
+
+    /// Ends a `publish` span once every message was confirmed, or failed with `failure`.
+    package static func endPublish(_ span: any Span, failure: String?) {
+        guard span.isRecording else { return }
+        if let failure {
+            span.attributes["error.type"] = failure
+            span.setStatus(SpanStatus(code: .error, message: failure))
         }
         span.end()
     }
