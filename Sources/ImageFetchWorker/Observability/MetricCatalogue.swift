@@ -1,9 +1,11 @@
 import CoreMetrics
 import Prometheus
 
-/// The `# HELP` text of every metric family the worker exports. `/metrics` is a contract with
-/// dashboards and alert rules (docs/operations.md); a family missing here is exported without HELP,
-/// which `MetricsExpositionTests` catches.
+/// The `# HELP` text of the metric families recorded through swift-metrics (``WorkerMetrics``) and
+/// of the process metrics. `/metrics` is a contract with dashboards and alert rules
+/// (docs/operations.md); a family missing here is exported without HELP, which
+/// `MetricsExpositionTests` and `ObservabilityTests` catch. (``OriginMetrics`` registers its
+/// families with their help directly.)
 package enum MetricCatalogue {
     package static let help: [String: String] = [
         // Jobs and results
@@ -28,12 +30,6 @@ package enum MetricCatalogue {
         // Queue depth samples
         "image_fetch_queue_ready_messages": "Ready messages in a queue, sampled every metrics.depth_interval.",
         "image_fetch_queue_consumers": "Consumers of a queue, sampled every metrics.depth_interval.",
-        // Origins (per-origin admission)
-        "image_fetch_origins_active": "Origins with at least one job admitted or waiting.",
-        "image_fetch_origins_paused": "Origins paused after overload responses (429, 503).",
-        "image_fetch_deferrals_total": "Jobs deferred because their origin was at its limit or paused.",
-        "image_fetch_origin_overload_responses_total": "Overload responses from origins, by HTTP status.",
-        "image_fetch_origin_limit": "Per-origin concurrency limits in force, sampled when they change.",
         // Build
         "image_fetch_build_info": "Always 1; the labels name the worker's version, source revision and Swift compiler.",
         // Process (the names every Prometheus client library uses)
