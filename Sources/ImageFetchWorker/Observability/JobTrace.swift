@@ -182,3 +182,14 @@ extension InstrumentationContext {
         set { self[TraceContextKey.self] = newValue }
     }
 }
+
+extension OutcomePolicy.Outcome {
+    /// The error code a job span ends with: the final failure's, nil for ok, retried and deferred
+    /// jobs (a retried job's failing stage carries its error).
+    package var errorCode: String? {
+        switch self {
+        case .failed(let code), .failedFinal(let code), .deadLettered(let code): code.rawValue
+        case .ok, .retry, .deferred: nil
+        }
+    }
+}
