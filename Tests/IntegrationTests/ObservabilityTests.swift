@@ -90,6 +90,29 @@ struct ObservabilityTests {
         _ = await worker.stop()
     }
 
+    /// scripts/build-info.sh writes the file that release builds compile with -DIFW_GENERATED_BUILD_INFO.
+    @Test func buildInfoScriptBakesTheRevision() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-build-info-\(getpid()).swift")
+        defer { try? FileManager.default.removeItem(at: file) }
+        func run(_ revision: String) throws -> Int32 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Self.root + "/scripts/build-info.sh")
+            process.arguments = [file.path]
+            process.environment = ProcessInfo.processInfo.environment.merging(["IFW_REVISION": revision]) { $1 }
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(try run("1a2b3c4d5e6f") == 0)
+        let text = try String(contentsOf: file, encoding: .utf8)
+        #expect(text.contains("#if IFW_GENERATED_BUILD_INFO"))
+        #expect(text.contains(#"static let revision = "1a2b3c4d5e6f""#))
+        #expect(text.contains(#"static let swift = "6."#))
+        // A revision that would need escaping in a Swift literal is refused.
+        #expect(try run(#"x"; exit(1) //"#) != 0)
+    }
+
     static let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
     @Test(.timeLimit(.minutes(3)))
