@@ -9,12 +9,13 @@
 #   make stop-rabbitmq   stop it
 #   make compose-check   validate docker-compose.yml against the Compose specification
 #   make kubernetes-check validate deploy/kubernetes/ (Kubernetes and KEDA schemas)
+#   make monitoring-check validate and unit-test the alert rules (promtool), check the dashboard JSON
 #   make clean           remove build output and local run data
 
 SHELL := /bin/bash
 ARGS ?=
 
-.PHONY: all run test build release bench rabbitmq stop-rabbitmq compose-check kubernetes-check deps clean
+.PHONY: all run test build release bench rabbitmq stop-rabbitmq compose-check kubernetes-check monitoring-check deps clean
 
 all: build
 
@@ -48,6 +49,9 @@ compose-check:
 
 kubernetes-check:
 	scripts/check-kubernetes.sh
+
+monitoring-check:
+	scripts/check-prometheus.sh
 
 clean: stop-rabbitmq
 	rm -rf .build .run data

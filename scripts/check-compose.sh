@@ -3,7 +3,9 @@
 #   1. against the Compose Specification's JSON schema, with check-jsonschema's vendored copy
 #      (--builtin-schema vendor.compose-spec), so no schema is downloaded at run time;
 #   2. cross-references the schema cannot see: depends_on targets, named volumes, bind-mounted files,
-#      the build context and Dockerfile, and the Prometheus and RabbitMQ files the stack mounts.
+#      the build context and Dockerfile, and the Prometheus and RabbitMQ files the stack mounts;
+#   3. that every image pulled has a pinned tag (not `latest`, not untagged), and that the rule files
+#      prometheus.yml loads are mounted into the Prometheus container.
 #
 #   scripts/check-compose.sh [FILE]     default: docker-compose.yml at the repository root
 #
@@ -89,6 +91,22 @@ for name, svc in services.items():
             errors.append(f"services.{name}.build: {dockerfile} not found in {ctx}")
     if "image" not in svc and build is None:
         errors.append(f"services.{name}: neither image nor build")
+    image = svc.get("image")
+    if image and build is None:
+        last = image.rsplit("/", 1)[-1]
+        tag = last.split(":", 1)[1] if ":" in last else ""
+        if "@sha256:" not in image and (not tag or tag == "latest"):
+            errors.append(f"services.{name}: image {image!r} has no pinned tag")
+
+
+def container_mounts(svc):
+    """Container path -> host path of a service's bind mounts."""
+    mounts = {}
+    for vol in svc.get("volumes") or []:
+        if isinstance(vol, str) and vol.startswith("."):
+            parts = vol.split(":")
+            mounts[parts[1]] = os.path.normpath(os.path.join(base, parts[0]))
+    return mounts
 
 # Files the stack mounts that have their own syntax.
 prom = os.path.join(base, "deploy/prometheus/prometheus.yml")
@@ -110,6 +128,17 @@ if os.path.exists(prom):
                 host = t.rsplit(":", 1)[0]
                 if host not in services:
                     errors.append(f"deploy/prometheus/prometheus.yml: target {t!r} is not a compose service")
+    prom_services = [n for n, svc in services.items() if "prometheus" in str(svc.get("image", ""))]
+    for rule_file in p.get("rule_files") or []:
+        for n in prom_services:
+            mounts = container_mounts(services[n])
+            host = mounts.get(rule_file)
+            if host is None:
+                # A file inside a mounted folder.
+                host = next((os.path.join(h, os.path.relpath(rule_file, c)) for c, h in mounts.items()
+                             if rule_file.startswith(c.rstrip("/") + "/")), None)
+            if host is None or not os.path.isfile(host):
+                errors.append(f"deploy/prometheus/prometheus.yml: rule file {rule_file} is not mounted into services.{n}")
 plugins = os.path.join(base, "deploy/rabbitmq/enabled_plugins")
 if os.path.exists(plugins):
     text = open(plugins).read().strip()

@@ -5,6 +5,9 @@
 #   scripts/deps.sh            system packages + Swift check
 #   scripts/deps.sh --no-swift skip the Swift check (for scripts that only need the broker or Python)
 #
+# IFW_DEPS_EXTRA: more Debian packages for one checker, e.g. IFW_DEPS_EXTRA=prometheus (promtool) from
+# scripts/check-prometheus.sh, so that `make build` does not install them for everyone.
+#
 # Runs apt-get as root, or through sudo when not root. Services that the packages would start at
 # install time (a system-wide RabbitMQ on 5672, nginx on 80) are kept from starting: the project starts
 # its own broker with scripts/rabbitmq.sh.
@@ -18,6 +21,8 @@ die() { echo "deps.sh: $*" >&2; exit 1; }
 packages=(librabbitmq-dev libcurl4-openssl-dev libidn2-dev rabbitmq-server pkg-config openssl ca-certificates)
 # Any nginx flavour will do for the local HTTP origins of the integration tests and benchmarks.
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || packages+=(nginx-light)
+# shellcheck disable=SC2206 # a space-separated list of package names
+packages+=(${IFW_DEPS_EXTRA:-})
 # scripts/check-compose.sh installs its validator into a Python virtual environment.
 if ! command -v python3 >/dev/null 2>&1; then
   packages+=(python3 python3-venv python3-pip)

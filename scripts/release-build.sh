@@ -23,6 +23,8 @@
 #   the Dockerfile's images): the 2.4 MB table of relative relocations, read once at start and then
 #   resident, becomes 38 KB. Such a binary needs glibc 2.36 where it runs, hence the condition: a
 #   build on an older glibc still runs where it was built.
+# - The source revision and Swift version for image_fetch_build_info (scripts/build-info.sh writes
+#   them; -DIFW_GENERATED_BUILD_INFO compiles them in).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,7 +35,9 @@ flags=(
   -Xlinker "--symbol-ordering-file=$PWD/Linker/image-fetch-worker.order"
   -Xlinker --no-warn-symbol-ordering
   -Xlinker --no-export-dynamic
+  -Xswiftc -DIFW_GENERATED_BUILD_INFO
 )
+scripts/build-info.sh
 # `getconf GNU_LIBC_VERSION` prints "glibc 2.36"; compare major and minor as numbers.
 read -r _ glibc < <(getconf GNU_LIBC_VERSION 2>/dev/null || echo "unknown 0.0")
 IFS=. read -r major minor _ <<<"$glibc"
@@ -41,18 +45,5 @@ if ((${major:-0} > 2 || (${major:-0} == 2 && ${minor:-0} >= 36))); then
   flags+=(-Xlinker -z -Xlinker pack-relative-relocs)
 fi
 
-# The git revision goes into BuildInfo.swift for this build only (`--version`, the build-info
-# metric): IFW_REVISION if set (the Dockerfile's REVISION, as its context has no .git), else git.
-# The committed line is put back on any exit.
-revision="${IFW_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}"
-[[ $revision =~ ^[A-Za-z0-9._+-]{1,64}$ ]] || revision=unknown
-info=Sources/ImageFetchWorker/BuildInfo.swift
-if [[ $revision != unknown ]] && grep -q '^    public static let revision = "unknown"$' "$info"; then
-  mkdir -p .build
-  cp -p "$info" .build/BuildInfo.swift.committed
-  trap 'cp -p .build/BuildInfo.swift.committed "$info"' EXIT
-  sed -i "s/^    public static let revision = \"unknown\"\$/    public static let revision = \"$revision\"/" "$info"
-fi
-
-echo "release-build.sh: swift build ${flags[*]} $* (revision $revision)" >&2
+echo "release-build.sh: swift build ${flags[*]} $*" >&2
 swift build "${flags[@]}" "$@"

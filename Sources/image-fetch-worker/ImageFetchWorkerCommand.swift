@@ -31,6 +31,13 @@ struct Run: ParsableCommand {
         LoggingSetup.bootstrap(configuration.log)
         let logger = Logger(label: "image-fetch-worker")
         logger.debug("malloc settings", metadata: ["retention": "\(retention)"])
+        // OTEL_* variables; without an endpoint no tracer exists (docs/operations.md, "Traces").
+        do {
+            try TracingSetup.bootstrap(environment: ProcessInfo.processInfo.environment, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            throw ExitCode(error is ConfigurationError ? ConfigurationError.exitStatus : 1)
+        }
         let worker: Worker
         let signals: ShutdownSignals
         do {

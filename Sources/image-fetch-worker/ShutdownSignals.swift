@@ -25,7 +25,7 @@ final class ShutdownSignals: @unchecked Sendable {
                 }
                 draining = true
                 logger.info("signal received: draining", metadata: ["signal": "\(signo == SIGTERM ? "SIGTERM" : "SIGINT")"])
-                worker.shutdown { status in exit(status) }
+                worker.shutdown { status in TracingSetup.flush(); exit(status) }
             }
             source.resume()
             sources.append(source)

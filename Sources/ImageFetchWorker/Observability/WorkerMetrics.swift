@@ -4,11 +4,13 @@ import Prometheus
 
 /// The worker's Prometheus metrics, recorded through swift-metrics into a swift-prometheus
 /// registry that `/metrics` renders. Names follow Prometheus conventions: the `image_fetch_`
-/// prefix, base units, `_total` on counters and `_seconds` on durations.
+/// prefix, base units, `_total` on counters and `_seconds` on durations. Every family's `# HELP`
+/// text comes from ``MetricCatalogue``; add a new family's there too.
 public final class WorkerMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
-    private let factory: PrometheusMetricsFactory
+    private let factory: DocumentedMetricsFactory
+    private let process: ProcessMetrics
 
     let jobsReceived: CoreMetrics.Counter
     let retries: CoreMetrics.Counter
@@ -31,14 +33,17 @@ public final class WorkerMetrics: Sendable {
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), concurrency: Int) {
         self.registry = registry
-        var factory = PrometheusMetricsFactory(registry: registry)
         let latencyBuckets: [Duration] = [
             .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
             .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
         ]
-        factory.defaultDurationHistogramBuckets = latencyBuckets
+        let factory = DocumentedMetricsFactory(registry: registry, durationBuckets: latencyBuckets,
+                                               valueBuckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
         self.factory = factory
+        process = ProcessMetrics(registry: registry)
+        registry.makeGauge(name: "image_fetch_build_info", labels: BuildInfo.labels,
+                           help: MetricCatalogue.help(for: "image_fetch_build_info")).set(Int64(1))
         jobsReceived = CoreMetrics.Counter(label: "image_fetch_jobs_received_total", factory: factory)
         retries = CoreMetrics.Counter(label: "image_fetch_retries_total", factory: factory)
         deadLettered = CoreMetrics.Counter(label: "image_fetch_dead_lettered_total", factory: factory)
@@ -102,6 +107,7 @@ public final class WorkerMetrics: Sendable {
 
     /// The Prometheus text exposition.
     public func render() -> [UInt8] {
+        process.update()
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return buffer

@@ -16,10 +16,13 @@ final class JobContext: @unchecked Sendable {
     var fetchURL: String?
     var ticket: Admission<JobContext>.Ticket?
     var slotReleased = false
+    /// The job's W3C context and spans; its messages and log lines carry the context.
+    let trace: JobTrace
 
-    init(delivery: Delivery, job: Job?) {
+    init(delivery: Delivery, job: Job?, trace: JobTrace) {
         self.delivery = delivery
         self.job = job
+        self.trace = trace
     }
 }
 
@@ -30,23 +33,24 @@ extension Worker {
     /// anything else is answered at once without a permit.
     func intake(_ delivery: Delivery) {
         let job: Job
+        let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
         switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders) {
         case .failure(let error):
-            let context = beginUnscheduled(JobContext(delivery: delivery, job: nil))
-            logger.warning("invalid job dead-lettered", metadata: [
+            let context = beginUnscheduled(JobContext(delivery: delivery, job: nil, trace: trace))
+            logger.warning("invalid job dead-lettered", metadata: trace.logMetadata.merging([
                 "reason": "\(error.message)", "bytes": "\(delivery.body.count)",
-            ])
+            ]) { $1 })
             publishThenSettle(context, policy.invalid(delivery, error: error))
             return
         case .success(let decoded):
             job = decoded
         }
-        let context = JobContext(delivery: delivery, job: job)
+        let context = JobContext(delivery: delivery, job: job, trace: trace)
         if configuration.queue.type == .classic,
            redeliveries.withLock({ $0.record(identity: job.id, redelivered: job.redelivered) }) {
-            logger.error("job redelivered too often; dead-lettered as poison", metadata: [
+            logger.error("job redelivered too often; dead-lettered as poison", metadata: trace.logMetadata.merging([
                 "job_id": "\(job.id)", "limit": "\(configuration.queue.deliveryLimit)",
-            ])
+            ]) { $1 })
             publishThenSettle(beginUnscheduled(context), policy.poison(delivery, job: job))
             return
         }
@@ -96,7 +100,9 @@ extension Worker {
             }
         }
         // Completions arrive on the work queue, several small ones to a block.
+        let fetchSpan = context.trace.fetch(url: url)
         fetchEngine.fetch(request) { response in
+            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: response.error?.code.rawValue)
             self.fetched(context, job: job, response: response)
         }
     }
@@ -113,7 +119,8 @@ extension Worker {
         }
         originMetrics.deferrals.increment()
         if logger.logLevel <= .debug {
-            logger.debug("job deferred", metadata: ["job_id": "\(job.id)", "origin": "\(origin)"])
+            logger.debug("job deferred", metadata: context.trace.logMetadata.merging(
+                ["job_id": "\(job.id)", "origin": "\(origin)"]) { $1 })
         }
         publishThenSettle(context, decision)
     }
@@ -155,6 +162,8 @@ extension Worker {
             return
         }
         let info: ImageInfo
+        let validateSpan = context.trace.stage("validate")
+        defer { validateSpan.end() }
         switch ImageSniffer.inspect(response.body) {
         case .image(let found):
             info = found
@@ -172,10 +181,13 @@ extension Worker {
             finish(context, job: job, error: error, response: response)
             return
         }
+        JobTrace.endValidate(validateSpan, info: info)
         let digest = SHA256.hash(data: response.body).hexString
         let request = StorageRequest(body: response.body, sha256: digest, info: info, keyHint: job.key,
                                      jobID: job.id, sourceURL: job.url)
+        let storeSpan = context.trace.stage("store")
         sink.store(request) { result in
+            JobTrace.endStore(storeSpan, result)
             self.releaseSlot(context)
             switch result {
             case .success(let stored):
@@ -236,6 +248,7 @@ extension Worker {
                                              "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]
             if let host = context.urlHost { metadata["url_host"] = "\(host)" }
             if let error { metadata["error"] = "\(error.code)" }
+            metadata.merge(context.trace.logMetadata) { $1 }
             logger.debug("job finished", metadata: metadata)
         }
         publishThenSettle(context, decision)
@@ -244,6 +257,7 @@ extension Worker {
     /// The fetch was aborted at the drain deadline: the delivery goes back to the queue.
     func handBack(_ context: JobContext) {
         let delivery = context.delivery
+        context.trace.end(errorCode: "aborted")
         session.queue.async { [self] in
             session.nackOnQueue(delivery, requeue: true)
             stats.handedBack()
@@ -257,7 +271,14 @@ extension Worker {
     /// for redelivery. Then the job leaves the in-flight group.
     func publishThenSettle(_ context: JobContext, _ decision: OutcomePolicy.Decision) {
         let delivery = context.delivery
-        let messages = decision.messages
+        let trace = context.trace
+        // Results, retry, deferral and dead-letter copies carry the job's trace context.
+        let messages = decision.messages.map { message in
+            var message = message
+            message.properties.headers = trace.headers(message.properties.headers)
+            return message
+        }
+        let publishSpan = trace.publish(to: messages.first?.routingKey ?? "")
         // Inside a block of completions, the publishes of the block go to the channel queue together.
         CompletionBatch.async(on: session.queue) { [self] in
             let tally = PublishTally(remaining: messages.count)
@@ -270,6 +291,8 @@ extension Worker {
                     tally.remaining -= 1
                     if outcome != .confirmed { tally.failure = outcome }
                     guard tally.remaining == 0 else { return }
+                    JobTrace.endPublish(publishSpan, failure: tally.failure.map { "\($0)" })
+                    trace.end(errorCode: decision.outcome.errorCode ?? tally.failure.map { _ in "publish_unconfirmed" })
                     switch tally.failure {
                     case nil:
                         session.ackOnQueue(delivery)

@@ -1,0 +1,224 @@
+import Dispatch
+import Foundation
+import Logging
+import Tracing
+
+/// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP with the JSON encoding
+/// (`POST <endpoint>/v1/traces`, `Content-Type: application/json`), in batches, from a queue of
+/// its own through the worker's libcurl engine. A full queue drops spans (counted in the log)
+/// rather than slowing jobs down; a failed export is logged and dropped, as the OTLP
+/// specification allows for a best-effort exporter.
+package final class OTLPExporter: Sendable {
+    package struct Configuration: Sendable, Equatable {
+        /// The full traces URL, e.g. `http://collector:4318/v1/traces`.
+        package var endpoint: String
+        /// Extra request headers, `Name: value` (OTEL_EXPORTER_OTLP_HEADERS).
+        package var headers: [String] = []
+        /// `service.name` and the other resource attributes.
+        package var resource: [(String, String)] = []
+        /// Seconds between exports (OTEL_BSP_SCHEDULE_DELAY, default 5 s).
+        package var scheduleDelay: Double = 5
+        /// Spans kept while waiting for an export (OTEL_BSP_MAX_QUEUE_SIZE, default 2048).
+        package var maxQueueSize: Int = 2048
+        /// Spans per request (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, default 512).
+        package var maxBatchSize: Int = 512
+        /// Seconds per export request (OTEL_EXPORTER_OTLP_TIMEOUT, default 10 s).
+        package var timeout: Double = 10
+
+        package init(endpoint: String) { self.endpoint = endpoint }
+
+        package static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.endpoint == rhs.endpoint && lhs.headers == rhs.headers && lhs.scheduleDelay == rhs.scheduleDelay
+                && lhs.maxQueueSize == rhs.maxQueueSize && lhs.maxBatchSize == rhs.maxBatchSize
+                && lhs.timeout == rhs.timeout && lhs.resource.elementsEqual(rhs.resource, by: ==)
+        }
+    }
+
+    private let configuration: Configuration
+    private let engine: FetchEngine
+    private let logger: Logger
+    private let queue = DispatchQueue(label: "image-fetch-worker.otlp")
+    private let pending = NSLockedValue(Pending())
+
+    private struct Pending {
+        var spans: [FinishedSpan] = []
+        var dropped = 0
+        var exporting = 0
+    }
+
+    package init(configuration: Configuration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        var limits = WorkerConfiguration.Fetch()
+        limits.timeout = configuration.timeout
+        limits.connectTimeout = min(configuration.timeout, 5)
+        limits.maxBytes = 1 << 20
+        engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
+        scheduleExport()
+    }
+
+    /// Exports every `scheduleDelay` seconds while the exporter exists.
+    private func scheduleExport() {
+        queue.asyncAfter(deadline: .now() + configuration.scheduleDelay) { [weak self] in
+            guard let self else { return }
+            self.export()
+            self.scheduleExport()
+        }
+    }
+
+    /// Queues a finished span; exports at once when a batch is full.
+    package func enqueue(_ span: FinishedSpan) {
+        let full = pending.withLock { pending -> Bool in
+            guard pending.spans.count < configuration.maxQueueSize else {
+                pending.dropped += 1
+                return false
+            }
+            pending.spans.append(span)
+            return pending.spans.count == configuration.maxBatchSize
+        }
+        if full { queue.async { self.export() } }
+    }
+
+    /// Exports everything queued and waits up to `timeout` seconds for the requests to finish
+    /// (before the process exits).
+    package func flush(timeout: Double) {
+        queue.sync { export() }
+        let deadline = Date().addingTimeInterval(timeout)
+        while pending.withLock({ $0.exporting > 0 }), Date() < deadline { usleep(10_000) }
+    }
+
+    /// Runs on `queue`.
+    private func export() {
+        while true {
+            let (batch, dropped) = pending.withLock { pending -> ([FinishedSpan], Int) in
+                let batch = Array(pending.spans.prefix(configuration.maxBatchSize))
+                pending.spans.removeFirst(batch.count)
+                defer { pending.dropped = 0 }
+                if !batch.isEmpty { pending.exporting += 1 }
+                return (batch, pending.dropped)
+            }
+            if dropped > 0 { logger.warning("trace export queue full; spans dropped", metadata: ["count": "\(dropped)"]) }
+            guard !batch.isEmpty else { return }
+            var request = FetchRequest(url: configuration.endpoint)
+            request.method = .post
+            request.headers = ["Content-Type: application/json"] + configuration.headers
+            request.uploadBody = Self.encode(batch, resource: configuration.resource)
+            request.checkAddresses = false
+            engine.fetch(request) { [logger, pending] response in
+                pending.withLock { $0.exporting -= 1 }
+                guard let status = response.httpStatus, (200..<300).contains(status) else {
+                    logger.warning("trace export failed; spans dropped", metadata: [
+                        "count": "\(batch.count)",
+                        "error": "\(response.error.map { "\($0.code)" } ?? "HTTP \(response.httpStatus ?? 0)")",
+                    ])
+                    return
+                }
+            }
+        }
+    }
+
+    // MARK: - OTLP/JSON
+
+    /// An `ExportTraceServiceRequest` in OTLP's JSON encoding: ids in hex, 64-bit integers and
+    /// times as decimal strings, enums as numbers.
+    package static func encode(_ spans: [FinishedSpan], resource: [(String, String)]) -> [UInt8] {
+        var json = JSONWriter(capacity: 512 * spans.count + 256)
+        json.beginObject()
+        json.key("resourceSpans")
+        json.beginArray()
+        json.beginObject()
+        json.key("resource")
+        json.beginObject()
+        json.key("attributes")
+        json.beginArray()
+        for (key, value) in resource { attribute(&json, key, .string(value)) }
+        json.endArray()
+        json.endObject()
+        json.key("scopeSpans")
+        json.beginArray()
+        json.beginObject()
+        json.key("scope")
+        json.beginObject()
+        json.field("name", "image-fetch-worker")
+        json.field("version", WorkerVersion.current)
+        json.endObject()
+        json.key("spans")
+        json.beginArray()
+        for span in spans { encode(span, into: &json) }
+        json.endArray()
+        json.endObject()
+        json.endArray()
+        json.endObject()
+        json.endArray()
+        json.endObject()
+        return json.bytes
+    }
+
+    private static func encode(_ span: FinishedSpan, into json: inout JSONWriter) {
+        json.beginObject()
+        json.field("traceId", span.trace.traceID.hex)
+        json.field("spanId", span.trace.spanIDHex)
+        if let parent = span.parentSpanID { json.field("parentSpanId", TraceContext.hex(parent)) }
+        json.field("traceState", span.trace.traceState)
+        json.field("name", span.name)
+        json.field("kind", kindNumber(span.kind))
+        json.field("startTimeUnixNano", String(span.start))
+        json.field("endTimeUnixNano", String(span.end))
+        json.key("attributes")
+        json.beginArray()
+        for (key, value) in span.attributes { attribute(&json, key, value) }
+        json.endArray()
+        if !span.events.isEmpty {
+            json.key("events")
+            json.beginArray()
+            for event in span.events {
+                json.beginObject()
+                json.field("timeUnixNano", String(event.nanosecondsSinceEpoch))
+                json.field("name", event.name)
+                json.key("attributes")
+                json.beginArray()
+                event.attributes.forEach { attribute(&json, $0, $1) }
+                json.endArray()
+                json.endObject()
+            }
+            json.endArray()
+        }
+        if let status = span.status {
+            json.key("status")
+            json.beginObject()
+            json.field("code", status.code == .ok ? 1 : 2)
+            json.field("message", status.message)
+            json.endObject()
+        }
+        json.endObject()
+    }
+
+    /// SPAN_KIND_INTERNAL 1, SERVER 2, CLIENT 3, PRODUCER 4, CONSUMER 5.
+    private static func kindNumber(_ kind: SpanKind) -> Int {
+        switch kind {
+        case .internal: 1
+        case .server: 2
+        case .client: 3
+        case .producer: 4
+        case .consumer: 5
+        }
+    }
+
+    private static func attribute(_ json: inout JSONWriter, _ key: String, _ value: SpanAttribute) {
+        json.beginObject()
+        json.field("key", key)
+        json.key("value")
+        json.beginObject()
+        switch value {
+        case .int32(let number): json.field("intValue", String(number))
+        case .int64(let number): json.field("intValue", String(number))
+        case .double(let number): json.field("doubleValue", decimal: number)
+        case .bool(let flag): json.field("boolValue", flag)
+        case .string(let text): json.field("stringValue", text)
+        case .stringConvertible(let value): json.field("stringValue", "\(value)")
+        default: json.field("stringValue", "\(value)")
+        }
+        json.endObject()
+        json.endObject()
+    }
+}

@@ -1,0 +1,119 @@
+/// A W3C Trace Context (https://www.w3.org/TR/trace-context/): the `traceparent` of one span and
+/// the `tracestate` that travels with it. Parsing follows the specification's rules for
+/// receivers: an invalid `traceparent` is ignored (a new trace starts) and never rejects a job.
+public struct TraceContext: Sendable, Hashable {
+    /// 16 bytes, as two big-endian halves; never all zero.
+    public var traceID: TraceID
+    /// 8 bytes; never zero.
+    public var spanID: UInt64
+    /// Bit 0: sampled.
+    public var flags: UInt8
+    /// The vendor entries, passed on unchanged; nil when absent or invalid.
+    public var traceState: String?
+
+    public var isSampled: Bool { flags & 1 == 1 }
+
+    public init(traceID: TraceID, spanID: UInt64, flags: UInt8 = 1, traceState: String? = nil) {
+        self.traceID = traceID
+        self.spanID = spanID
+        self.flags = flags
+        self.traceState = traceState
+    }
+
+    /// The 128-bit trace id.
+    public struct TraceID: Sendable, Hashable {
+        public var high: UInt64
+        public var low: UInt64
+
+        public init(high: UInt64, low: UInt64) {
+            self.high = high
+            self.low = low
+        }
+
+        /// A random id (never all zero).
+        public static func random() -> TraceID {
+            var generator = SystemRandomNumberGenerator()
+            return TraceID(high: generator.next(), low: generator.next() | 1)
+        }
+
+        /// 32 lowercase hex digits.
+        public var hex: String { TraceContext.hex(high) + TraceContext.hex(low) }
+    }
+
+    /// A random span id (never zero).
+    public static func randomSpanID() -> UInt64 {
+        var generator = SystemRandomNumberGenerator()
+        return generator.next() | 1
+    }
+
+    /// Parses a `traceparent` value and an optional `tracestate`. Version `00` must be exactly
+    /// 55 characters; a later version may append fields after a `-`, which are ignored. Version
+    /// `ff`, upper-case hex, and all-zero ids are invalid.
+    public init?(traceparent: String, tracestate: String? = nil) {
+        let utf8 = Array(traceparent.utf8)
+        guard utf8.count >= 55, utf8[2] == UInt8(ascii: "-"), utf8[35] == UInt8(ascii: "-"),
+              utf8[52] == UInt8(ascii: "-"),
+              let version = Self.parseHex(utf8[0..<2]), version != 0xff,
+              let high = Self.parseHex(utf8[3..<19]), let low = Self.parseHex(utf8[19..<35]),
+              let span = Self.parseHex(utf8[36..<52]), let flags = Self.parseHex(utf8[53..<55])
+        else { return nil }
+        if version == 0 {
+            guard utf8.count == 55 else { return nil }
+        } else if utf8.count > 55, utf8[55] != UInt8(ascii: "-") {
+            return nil
+        }
+        guard high != 0 || low != 0, span != 0 else { return nil }
+        self.traceID = TraceID(high: high, low: low)
+        self.spanID = span
+        self.flags = UInt8(flags)
+        self.traceState = tracestate.flatMap(Self.validTraceState)
+    }
+
+    /// The `traceparent` value: `00-<trace id>-<span id>-<flags>`.
+    public var traceparent: String {
+        "00-\(traceID.hex)-\(Self.hex(spanID))-\(Self.hex(UInt64(flags), digits: 2))"
+    }
+
+    /// The span id as 16 lowercase hex digits.
+    public var spanIDHex: String { Self.hex(spanID) }
+
+    /// The same trace with `spanID` as its current span: what a child passes on.
+    public func child(spanID: UInt64) -> TraceContext {
+        TraceContext(traceID: traceID, spanID: spanID, flags: flags, traceState: traceState)
+    }
+
+    /// `tracestate` passes unchanged when it fits the specification's limits (512 characters,
+    /// printable ASCII); otherwise it is dropped, as the specification allows.
+    static func validTraceState(_ value: String) -> String? {
+        let trimmed = value.utf8.drop { $0 == 0x20 || $0 == 0x09 }
+        guard !trimmed.isEmpty, value.utf8.count <= 512,
+              value.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7e || $0 == 0x09 }) else { return nil }
+        return value
+    }
+
+    /// Lowercase hex digits only; upper case is invalid in `traceparent`.
+    static func parseHex(_ digits: ArraySlice<UInt8>) -> UInt64? {
+        var value: UInt64 = 0
+        for digit in digits {
+            let nibble: UInt8
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = digit - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(nibble)
+        }
+        return value
+    }
+
+    static func hex(_ value: UInt64, digits: Int = 16) -> String {
+        let alphabet = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: digits) { buffer in
+            for index in 0..<digits {
+                let shift = UInt64((digits - 1 - index) * 4)
+                buffer[index] = alphabet[Int((value >> shift) & 0xf)]
+            }
+            return digits
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+import Tracing
+
+/// Turns tracing on from the standard OpenTelemetry environment variables, or leaves it off.
+///
+/// Off unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set and not
+/// empty, or when `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`: then no tracer exists and
+/// jobs create no spans. Jobs still carry a W3C context into their results either way.
+public enum TracingSetup {
+    /// What the environment asks for: nil when tracing stays off.
+    package static func configuration(environment: [String: String]) throws(ConfigurationError)
+        -> (exporter: OTLPExporter.Configuration, sampler: OTLPTracer.Sampler)?
+    {
+        func value(_ name: String) -> String? {
+            guard let value = environment[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            return value
+        }
+        func invalid(_ name: String, _ problem: String) -> ConfigurationError {
+            ConfigurationError(key: name, problem: problem, source: "environment variable \(name)")
+        }
+        if value("OTEL_SDK_DISABLED")?.lowercased() == "true" { return nil }
+        if let exporter = value("OTEL_TRACES_EXPORTER") {
+            if exporter == "none" { return nil }
+            guard exporter == "otlp" else { throw invalid("OTEL_TRACES_EXPORTER", "must be otlp or none, got \"\(exporter)\"") }
+        }
+        let endpoint: String
+        if let traces = value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            endpoint = traces
+        } else if let base = value("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            endpoint = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/v1/traces"
+        } else {
+            return nil
+        }
+        guard endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") else {
+            throw invalid(value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+                          : "OTEL_EXPORTER_OTLP_ENDPOINT", "must be an http:// or https:// URL")
+        }
+        for name in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+            if let proto = value(name), proto != "http/json" {
+                throw invalid(name, "only http/json is supported (OTLP/HTTP with JSON), got \"\(proto)\"")
+            }
+        }
+        var exporter = OTLPExporter.Configuration(endpoint: endpoint)
+        if let headers = value("OTEL_EXPORTER_OTLP_TRACES_HEADERS") ?? value("OTEL_EXPORTER_OTLP_HEADERS") {
+            for pair in headers.split(separator: ",") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                // The value may be a credential: never echoed.
+                guard parts.count == 2, !parts[0].trimmingCharacters(in: .whitespaces).isEmpty else {
+                    throw invalid("OTEL_EXPORTER_OTLP_HEADERS", "must be a list of name=value pairs")
+                }
+                let name = parts[0].trimmingCharacters(in: .whitespaces)
+                let headerValue = (parts[1].removingPercentEncoding ?? String(parts[1])).trimmingCharacters(in: .whitespaces)
+                exporter.headers.append("\(name): \(headerValue)")
+            }
+        }
+        var resource: [(String, String)] = [("service.name", value("OTEL_SERVICE_NAME") ?? "image-fetch-worker"),
+                                            ("service.version", WorkerVersion.current)]
+        for pair in (value("OTEL_RESOURCE_ATTRIBUTES") ?? "").split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty else { continue }
+            if parts[0] == "service.name", value("OTEL_SERVICE_NAME") != nil { continue }
+            resource.removeAll { $0.0 == parts[0] }
+            resource.append((parts[0], parts[1].removingPercentEncoding ?? parts[1]))
+        }
+        exporter.resource = resource
+        func milliseconds(_ name: String, into keyPath: WritableKeyPath<OTLPExporter.Configuration, Double>) throws(ConfigurationError) {
+            guard let text = value(name) else { return }
+            guard let number = Double(text), number > 0, number <= 600_000 else {
+                throw invalid(name, "must be a number of milliseconds between 1 and 600000, got \"\(text)\"")
+            }
+            exporter[keyPath: keyPath] = number / 1000
+        }
+        try milliseconds("OTEL_BSP_SCHEDULE_DELAY", into: \.scheduleDelay)
+        try milliseconds("OTEL_EXPORTER_OTLP_TIMEOUT", into: \.timeout)
+        try milliseconds("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", into: \.timeout)
+        for (name, keyPath) in [("OTEL_BSP_MAX_QUEUE_SIZE", \OTLPExporter.Configuration.maxQueueSize),
+                                ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", \OTLPExporter.Configuration.maxBatchSize)] {
+            guard let text = value(name) else { continue }
+            guard let number = Int(text), number >= 1, number <= 1_000_000 else {
+                throw invalid(name, "must be an integer between 1 and 1000000, got \"\(text)\"")
+            }
+            exporter[keyPath: keyPath] = number
+        }
+        exporter.maxBatchSize = min(exporter.maxBatchSize, exporter.maxQueueSize)
+        var sampler = OTLPTracer.Sampler.parentBasedAlwaysOn
+        if let name = value("OTEL_TRACES_SAMPLER") {
+            guard let chosen = OTLPTracer.Sampler(rawValue: name) else {
+                throw invalid("OTEL_TRACES_SAMPLER", "must be always_on, always_off, parentbased_always_on or parentbased_always_off, got \"\(name)\"")
+            }
+            sampler = chosen
+        }
+        return (exporter, sampler)
+    }
+
+    /// The running exporter, for ``flush(timeout:)``.
+    private static let exporter = NSLockedValue<OTLPExporter?>(nil)
+
+    /// Reads the environment and, when it asks for tracing, starts the exporter and installs the
+    /// tracer (for ``JobTrace`` and swift-distributed-tracing's `InstrumentationSystem`). Call once,
+    /// before the worker starts. Throws a ``ConfigurationError`` for invalid `OTEL_*` values.
+    public static func bootstrap(environment: [String: String], logger: Logger) throws {
+        guard let (configuration, sampler) = try configuration(environment: environment) else { return }
+        let exporter = try OTLPExporter(configuration: configuration, logger: logger)
+        let tracer = OTLPTracer(sampler: sampler) { exporter.enqueue($0) }
+        Self.exporter.withLock { $0 = exporter }
+        TracerHolder.shared.withLock { $0 = tracer }
+        InstrumentationSystem.bootstrap(tracer)
+        logger.info("tracing on", metadata: ["endpoint_host": "\(Self.host(configuration.endpoint))",
+                                             "sampler": "\(sampler.rawValue)"])
+    }
+
+    /// Exports the spans still queued, waiting up to `timeout` seconds; a no-op when tracing is off.
+    public static func flush(timeout: Double = 2) {
+        exporter.withLock { $0 }?.flush(timeout: timeout)
+    }
+
+    /// The host of a URL, for logs (the URL itself may carry credentials).
+    static func host(_ url: String) -> Substring {
+        let rest = url.drop { $0 != "/" }.drop { $0 == "/" }
+        let authority = rest.prefix { $0 != "/" }
+        return authority.split(separator: "@").last ?? authority
+    }
+}
