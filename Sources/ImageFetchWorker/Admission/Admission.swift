@@ -76,9 +76,9 @@ package final class Admission<Element: Sendable>: Sendable {
     }
 
     /// A fetch started by admission ended: its origin's slot is free, and the outcome adapts the limit.
-    package func finished(_ ticket: Ticket, outcome: OriginScheduler<Element>.FetchOutcome) {
+    package func finished(_ slot: OriginSlot, outcome: OriginScheduler<Element>.FetchOutcome) {
         let now = clock()
-        let events = scheduler.withLock { $0.finished(ticket, outcome: outcome, now: now) }
+        let events = scheduler.withLock { $0.finished(slot, outcome: outcome, now: now) }
         kick()
         if !events.isEmpty { handlers.events(events) }
     }

@@ -20,3 +20,12 @@ package struct Origin: Hashable, Sendable, CustomStringConvertible {
     /// `https://example.com:443`, as `/origins` and the logs show it.
     package var description: String { "\(scheme)://\(host):\(port)" }
 }
+
+/// A started job's place at its origin: what admission needs back when the fetch ends. It holds
+/// no reference to the job, so a job can keep it without keeping itself alive.
+package struct OriginSlot: Sendable, Equatable {
+    package var origin: Origin
+    package var startedAt: UInt64
+    /// Jobs of the origin running with this one, itself included, when it started.
+    package var inFlightAtStart: Int
+}

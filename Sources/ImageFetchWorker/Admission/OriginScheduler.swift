@@ -42,6 +42,11 @@ package struct OriginScheduler<Element> {
         package var startedAt: UInt64
         /// Jobs of the origin running with this one, itself included.
         package var inFlightAtStart: Int
+
+        /// What ``OriginScheduler/finished(_:outcome:now:)`` needs, without the job.
+        package var slot: OriginSlot {
+            OriginSlot(origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart)
+        }
     }
 
     /// What a finished fetch tells about its origin.
@@ -189,8 +194,8 @@ package struct OriginScheduler<Element> {
     // MARK: - Jobs out
 
     /// A fetch started by ``next(now:)`` ended.
-    package mutating func finished(_ start: Start, outcome: FetchOutcome, now: UInt64) -> [Event] {
-        finished(origin: start.origin, startedAt: start.startedAt, inFlightAtStart: start.inFlightAtStart,
+    package mutating func finished(_ slot: OriginSlot, outcome: FetchOutcome, now: UInt64) -> [Event] {
+        finished(origin: slot.origin, startedAt: slot.startedAt, inFlightAtStart: slot.inFlightAtStart,
                  outcome: outcome, now: now)
     }
 

@@ -2,7 +2,7 @@
 /// version are baked in by scripts/build-info.sh in release builds (scripts/release-build.sh, the
 /// Dockerfile); a plain `swift build` reports revision "unknown" and the compiler's major.minor.
 public enum BuildInfo {
-    public static let version = WorkerVersion.current
+    public static let version = "0.1.0"
 
     public static let revision: String = {
         #if IFW_GENERATED_BUILD_INFO

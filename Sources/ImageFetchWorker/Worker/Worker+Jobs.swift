@@ -14,7 +14,8 @@ final class JobContext: @unchecked Sendable {
     var urlHost: String?
     /// The checked URL, as libcurl is given it.
     var fetchURL: String?
-    var ticket: Admission<JobContext>.Ticket?
+    /// Its place at its origin while it fetches; not the ticket, which holds the context itself.
+    var slot: OriginSlot?
     var slotReleased = false
     /// The job's W3C context and spans; its messages and log lines carry the context.
     let trace: JobTrace
@@ -83,11 +84,11 @@ extension Worker {
             // Only decoded jobs with a checked URL are scheduled; should one ever lack them, it
             // gives its permit back and is handed back to the broker rather than lost.
             releaseSlot(context)
-            admission.finished(ticket, outcome: .other)
+            admission.finished(ticket.slot, outcome: .other)
             return handBack(context)
         }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
-        context.ticket = ticket
+        context.slot = ticket.slot
         var request = FetchRequest(url: url)
         request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: job.headers)
         let maxPixels = configuration.fetch.maxPixels
@@ -142,8 +143,8 @@ extension Worker {
     // MARK: - Fetched (work queue)
 
     private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
-        if let ticket = context.ticket {
-            admission.finished(ticket, outcome: Self.originOutcome(response, maxRetryAfter: configuration.scheduler.maxRetryAfter))
+        if let slot = context.slot {
+            admission.finished(slot, outcome: Self.originOutcome(response, maxRetryAfter: configuration.scheduler.maxRetryAfter))
         }
         if let timings = response.timings {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))

@@ -43,7 +43,7 @@ import Testing
         #expect(started.filter { $0.origin == Self.b }.count == 16)
         // A freed permit goes to the origin with the fewest running.
         let finished = started.first { $0.origin == Self.a }!
-        _ = scheduler.finished(finished, outcome: Self.ok(), now: 1)
+        _ = scheduler.finished(finished.slot, outcome: Self.ok(), now: 1)
         #expect(scheduler.next(now: 1)?.origin == Self.a)
     }
 
@@ -71,7 +71,7 @@ import Testing
         var scheduler = Self.scheduler()
         for index in 0..<10 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
         let first = Self.take(&scheduler, 1)[0]
-        let events = scheduler.finished(first, outcome: .response(status: 503, latencyNanoseconds: Self.ms,
+        let events = scheduler.finished(first.slot, outcome: .response(status: 503, latencyNanoseconds: Self.ms,
                                                                   durationNanoseconds: Self.ms, retryAfterSeconds: 3),
                                         now: 10 * Self.ms)
         #expect(events.contains(.paused(Self.a, seconds: 3)))
@@ -86,7 +86,7 @@ import Testing
         for index in 0..<40 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
         let started = Self.take(&scheduler, 32)
         #expect(started.count == 16)
-        let events = scheduler.finished(started[12], outcome: .response(status: 429, latencyNanoseconds: Self.ms,
+        let events = scheduler.finished(started[12].slot, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
                                                                         durationNanoseconds: Self.ms, retryAfterSeconds: nil),
                                         now: Self.ms)
         #expect(events == [.limitCut(Self.a, OriginLimiter.Cut(from: 16, to: 8, signal: .tooManyRequests))])
@@ -99,7 +99,7 @@ import Testing
         // A slow origin (2 s a fetch) with all eight permits and a queue.
         for index in 0..<16 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
         let started = Self.take(&scheduler, 8)
-        _ = scheduler.finished(started[0], outcome: Self.ok(2_000 * Self.ms), now: 2_000 * Self.ms)
+        _ = scheduler.finished(started[0].slot, outcome: Self.ok(2_000 * Self.ms), now: 2_000 * Self.ms)
         _ = Self.take(&scheduler, 1, now: 2_000 * Self.ms)
         // Alone, nothing waits behind it: nothing leaves.
         #expect(scheduler.sweep(now: 2_001 * Self.ms).isEmpty)
@@ -120,7 +120,7 @@ import Testing
         _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
         let started = Self.take(&scheduler, 2)
         let aStart = started.first { $0.origin == Self.a }!
-        _ = scheduler.finished(aStart, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
+        _ = scheduler.finished(aStart.slot, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
                                                           durationNanoseconds: Self.ms, retryAfterSeconds: 30), now: Self.ms)
         _ = scheduler.sweep(now: Self.ms)
         for index in 1...4 { #expect(scheduler.enqueue("a\(index)", origin: Self.a, now: 2 * Self.ms) == nil) }
@@ -148,7 +148,7 @@ import Testing
         var scheduler = Self.scheduler()
         _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
         let start = Self.take(&scheduler, 1)[0]
-        _ = scheduler.finished(start, outcome: Self.ok(), now: Self.ms)
+        _ = scheduler.finished(start.slot, outcome: Self.ok(), now: Self.ms)
         _ = scheduler.sweep(now: 2 * Self.ms)
         #expect(scheduler.gauges(now: 2 * Self.ms).known == 1)
         _ = scheduler.sweep(now: 301_000 * Self.ms)
