@@ -49,7 +49,8 @@
 # Ctrl-C).
 #
 # Output: per scenario a block of figures, then a summary table (figure, value, target, met), and
-# docs/benchmarks.md gets each scenario's section replaced (between its <!-- bench:NAME --> markers).
+# docs/benchmark-runs.md gets each scenario's section replaced (between its <!-- bench:NAME -->
+# markers); docs/benchmarks.md, which explains the figures, quotes them by hand.
 #
 # Environment:
 #   BENCH_AMQP_PORT     RabbitMQ port, default 5699 (127.0.0.1; the node is ifw-PORT, its own)
@@ -62,7 +63,7 @@
 #                       broker does less work on the shared cores inside the counted window
 #   BENCH_NO_BUILD=1    use the existing release build
 #   BENCH_WORKER=PATH   run this worker binary instead of the release build's (to compare two builds)
-#   BENCH_NO_DOCS=1     do not touch docs/benchmarks.md
+#   BENCH_NO_DOCS=1     do not touch docs/benchmark-runs.md
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
 #   BENCH_REPEAT=N      run each scenario N times; report the median run by messages/s, and list every
 #                       run's messages/s and CPU per message (this machine's speed varies between runs)
@@ -393,10 +394,10 @@ echo "Summary ($cores cores, load average now $(cut -d' ' -f1-3 /proc/loadavg); 
   cat "$ROWS"
 } | column -t -s $'\t'
 
-# --- docs/benchmarks.md ---------------------------------------------------------------------------
-DOC="$ROOT/docs/benchmarks.md"
+# --- docs/benchmark-runs.md -----------------------------------------------------------------------
+DOC="$ROOT/docs/benchmark-runs.md"
 if [[ -z ${BENCH_NO_DOCS:-} && ${#ran[@]} -gt 0 ]]; then
-  [[ -f $DOC ]] || printf '# Benchmarks\n\n<!-- bench:end -->\n' >"$DOC"
+  [[ -f $DOC ]] || printf '# Benchmark runs: the latest of each scenario\n\n<!-- bench:end -->\n' >"$DOC"
   for name in "${ran[@]}"; do
     section="$WORK/section-$name.md"
     if grep -q "^<!-- bench:$name -->\$" "$DOC"; then
@@ -415,7 +416,7 @@ if [[ -z ${BENCH_NO_DOCS:-} && ${#ran[@]} -gt 0 ]]; then
     fi
     mv "$DOC.tmp" "$DOC"
   done
-  say "updated docs/benchmarks.md (${ran[*]})"
+  say "updated docs/benchmark-runs.md (${ran[*]})"
 fi
 
 if ((${#failed[@]} > 0)); then
