@@ -4,8 +4,8 @@
 #
 #   scripts/bench.sh                      png32 and slow256 (issue 2's (a) and (b))
 #   scripts/bench.sh png32 slow1024 …     the named scenarios, in that order
-#   scripts/bench.sh all                  png32 floor32 slow256 slow1024 floor1024 jpeg16 floor16
-#                                         png32-files (not soak: it is long)
+#   scripts/bench.sh all                  png32 floor32 python32 slow256 slow1024 floor1024 jpeg16
+#                                         floor16 png32-files (not soak: it is long)
 #   scripts/bench.sh png32 floor32 png32 floor32   the worker and the C floor, alternating
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
 #   scripts/bench.sh --list               the scenario names
@@ -15,6 +15,8 @@
 #   png32     12 KB PNG from nginx, concurrency 32, 100,000 jobs   msgs/s, CPU µs/msg, peak RSS
 #   floor32   png32's job done by the C floor of issue 6 (Benchmarks/Floor/floor.c: one thread,
 #             rabbitmq-c and libcurl), to read png32 against on the same machine in the same minutes
+#   python32  png32's job done by the Python peer (Benchmarks/python-peer: aio-pika and aiohttp in
+#             a venv under .run/ that this script makes), the worker a user would otherwise write
 #   png32-files  the same with a new file per job (each job its own storage key), 60,000 jobs
 #   slow256   100 ms origin, concurrency 256, 30,000 jobs         efficiency = rate ÷ 2,560/s
 #   slow1024  100 ms origin, concurrency 1,024, 80,000 jobs       msgs/s, peak RSS, threads
@@ -47,7 +49,8 @@
 # Ctrl-C).
 #
 # Output: per scenario a block of figures, then a summary table (figure, value, target, met), and
-# docs/benchmarks.md gets each scenario's section replaced (between its <!-- bench:NAME --> markers).
+# docs/benchmark-runs.md gets each scenario's section replaced (between its <!-- bench:NAME -->
+# markers); docs/benchmarks.md, which explains the figures, quotes them by hand.
 #
 # Environment:
 #   BENCH_AMQP_PORT     RabbitMQ port, default 5699 (127.0.0.1; the node is ifw-PORT, its own)
@@ -60,7 +63,7 @@
 #                       broker does less work on the shared cores inside the counted window
 #   BENCH_NO_BUILD=1    use the existing release build
 #   BENCH_WORKER=PATH   run this worker binary instead of the release build's (to compare two builds)
-#   BENCH_NO_DOCS=1     do not touch docs/benchmarks.md
+#   BENCH_NO_DOCS=1     do not touch docs/benchmark-runs.md
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
 #   BENCH_REPEAT=N      run each scenario N times; report the median run by messages/s, and list every
 #                       run's messages/s and CPU per message (this machine's speed varies between runs)
@@ -81,7 +84,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak)
+all_names=(png32 floor32 python32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak)
 requested=()
 for arg in "$@"; do
   case "$arg" in
@@ -90,7 +93,7 @@ for arg in "$@"; do
       for n in "${all_names[@]}"; do echo "$n"; done
       exit 0
       ;;
-    all) requested+=(png32 floor32 slow256 slow1024 floor1024 jpeg16 floor16 png32-files) ;; # png32-files last: its writeback slows what follows
+    all) requested+=(png32 floor32 python32 slow256 slow1024 floor1024 jpeg16 floor16 png32-files) ;; # png32-files last: its writeback slows what follows
     *)
       name="${arg%%:*}"
       [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
@@ -283,6 +286,19 @@ for spec in "${requested[@]}"; do
       fi
     fi
   fi
+  versions="$VERSIONS"
+  if [[ $name == python* ]]; then
+    # The Python peer: its pinned libraries from PyPI, in a venv of its own (never installed globally).
+    worker="$ROOT/Benchmarks/python-peer/ifw-python-peer"
+    venv="$ROOT/.run/python-peer-venv"
+    if ! { [[ -x $venv/bin/python ]] || python3 -m venv "$venv"; } ||
+      ! "$venv/bin/pip" install -q --disable-pip-version-check -r Benchmarks/python-peer/requirements.txt; then
+      say "$name skipped: cannot make the Python peer's venv in $venv (needs python3 with venv, and PyPI)"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$name" skipped "no Python peer venv" "—" "?" >>"$ROWS"
+      continue
+    fi
+    versions+="; $("$venv/bin/python" -c 'import sys, aio_pika, aiohttp; print(f"Python {sys.version.split()[0]}, aio-pika {aio_pika.__version__}, aiohttp {aiohttp.__version__}")')"
+  fi
   if [[ -n ${BENCH_WRAP:-} ]]; then
     # exec: the wrapper keeps the pid the driver watches and signals.
     printf '#!/bin/sh\nexec %s %q "$@"\n' "$BENCH_WRAP" "$worker" >"$WORK/wrapped-$name"
@@ -310,7 +326,7 @@ for spec in "${requested[@]}"; do
       --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$WORK/rows-$name-$run.tsv" \
       --markdown "$WORK/section-$name-$run.md" \
       --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \
-      --results "$RESULTS_MODE" --command "$COMMAND" --versions "$VERSIONS"; then
+      --results "$RESULTS_MODE" --command "$COMMAND" --versions "$versions"; then
       [[ -f $WORK/section-$name-$run.md ]] && runs+=("$run")
     else
       # A failed run is reported as it is (its rows and section say what went wrong).
@@ -343,30 +359,32 @@ for spec in "${requested[@]}"; do
   ran+=("$name")
 done
 
-# Each scenario against the C floor's run of the same job, when both ran in this invocation: the
-# medians of their runs, as a share of the floor's messages/s and, for each further figure named,
-# the scenario's value against the floor's. The floor's figures are what rabbitmq-c and libcurl
-# doing the job in one C thread take on the same machine in the same minutes.
+# Each scenario against a yardstick's run of the same job, when both ran in this invocation: the
+# medians of their runs, as a share of the yardstick's messages/s and, for each further figure
+# named, the scenario's value against the yardstick's. The C floor's figures are what rabbitmq-c and
+# libcurl doing the job in one C thread take on the same machine in the same minutes; the Python
+# peer's what the usual Python libraries take.
 median_of() { numbers "$ROWS" "$2" "$1" | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-against_floor() {
-  local scenario=$1 floor=$2 figure mine theirs unit text
-  shift 2
-  mine="$(median_of "$scenario" "messages/s")" theirs="$(median_of "$floor" "messages/s")"
+against() {
+  local scenario=$1 other=$2 label=$3 figure mine theirs unit text
+  shift 3
+  mine="$(median_of "$scenario" "messages/s")" theirs="$(median_of "$other" "messages/s")"
   [[ -n $mine && -n $theirs ]] || return 0
   text="$(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.0f %% of its messages/s", a / b * 100 }')"
   for figure in "$@"; do
-    mine="$(median_of "$scenario" "$figure")" theirs="$(median_of "$floor" "$figure")"
+    mine="$(median_of "$scenario" "$figure")" theirs="$(median_of "$other" "$figure")"
     [[ -n $mine && -n $theirs ]] || continue
     # The unit that follows the number in the value, if any ("MB" in "45.8 MB").
     unit="$(awk -F'\t' -v f="$figure" -v s="$scenario" '$1 == s && $2 == f && match($3, /[0-9][0-9,.]* [A-Za-z]+/) {
       v = substr($3, RSTART, RLENGTH); sub(/^[0-9,.]+/, "", v); print v; exit }' "$ROWS")"
     text+="$(awk -v a="$mine" -v b="$theirs" -v f="$figure" -v u="$unit" 'BEGIN { printf "; %s %s%s against its %s%s (%.2f ×)", f, a, u, b, u, a / b }')"
   done
-  printf '%s\t%s\t%s\t%s\t%s\n' "$scenario" "against the C floor ($floor, this run)" "$text" "—" "—" >>"$ROWS"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$scenario" "against $label ($other, this run)" "$text" "—" "—" >>"$ROWS"
 }
-against_floor png32 floor32 "worker CPU µs/message"
-against_floor slow1024 floor1024 "peak RSS (VmHWM)" "worker CPU µs/message"
-against_floor jpeg16 floor16 "worker CPU µs/message"
+against png32 floor32 "the C floor" "worker CPU µs/message"
+against png32 python32 "the Python peer" "worker CPU µs/message" "peak RSS (VmHWM)"
+against slow1024 floor1024 "the C floor" "peak RSS (VmHWM)" "worker CPU µs/message"
+against jpeg16 floor16 "the C floor" "worker CPU µs/message"
 
 # --- Summary ------------------------------------------------------------------------------------
 echo
@@ -376,10 +394,10 @@ echo "Summary ($cores cores, load average now $(cut -d' ' -f1-3 /proc/loadavg); 
   cat "$ROWS"
 } | column -t -s $'\t'
 
-# --- docs/benchmarks.md ---------------------------------------------------------------------------
-DOC="$ROOT/docs/benchmarks.md"
+# --- docs/benchmark-runs.md -----------------------------------------------------------------------
+DOC="$ROOT/docs/benchmark-runs.md"
 if [[ -z ${BENCH_NO_DOCS:-} && ${#ran[@]} -gt 0 ]]; then
-  [[ -f $DOC ]] || printf '# Benchmarks\n\n<!-- bench:end -->\n' >"$DOC"
+  [[ -f $DOC ]] || printf '# Benchmark runs: the latest of each scenario\n\n<!-- bench:end -->\n' >"$DOC"
   for name in "${ran[@]}"; do
     section="$WORK/section-$name.md"
     if grep -q "^<!-- bench:$name -->\$" "$DOC"; then
@@ -398,7 +416,7 @@ if [[ -z ${BENCH_NO_DOCS:-} && ${#ran[@]} -gt 0 ]]; then
     fi
     mv "$DOC.tmp" "$DOC"
   done
-  say "updated docs/benchmarks.md (${ran[*]})"
+  say "updated docs/benchmark-runs.md (${ran[*]})"
 fi
 
 if ((${#failed[@]} > 0)); then

@@ -29,6 +29,8 @@ struct Scenario: Sendable {
                  concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
         Scenario(name: "floor32", title: "png32's job done by the C floor (Benchmarks/Floor/floor.c: one thread, rabbitmq-c and libcurl), concurrency 32",
                  concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
+        Scenario(name: "python32", title: "png32's job done by the Python peer (Benchmarks/python-peer: aio-pika and aiohttp), concurrency 32",
+                 concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
         Scenario(name: "png32-files", title: "12 KB PNG, fast origin (nginx), concurrency 32, a new file per job",
                  concurrency: 32, defaultJobs: 60_000, origin: .fastPNG, newFilePerJob: true),
         Scenario(name: "slow256", title: "100 ms origin, concurrency 256",
@@ -51,9 +53,10 @@ struct Scenario: Sendable {
 
     static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
 
-    /// The scenario runs the C floor (`Benchmarks/Floor/floor.c`), a yardstick for the worker,
-    /// not the worker: the worker's targets do not apply to it.
-    var runsTheFloor: Bool { name.hasPrefix("floor") }
+    /// The scenario runs a yardstick for the worker, not the worker: the C floor
+    /// (`Benchmarks/Floor/floor.c`) or the Python peer (`Benchmarks/python-peer`). The worker's
+    /// targets do not apply to it.
+    var runsAYardstick: Bool { name.hasPrefix("floor") || name.hasPrefix("python") }
 
     /// The ideal rate against the slow origin: concurrency ÷ latency.
     var idealRate: Double? {
