@@ -202,14 +202,7 @@ final class IDCollector: BrokerSessionDelegate, @unchecked Sendable {
     private var session: BrokerSession?
 
     init(configuration: WorkerConfiguration) throws {
-        var consumer = configuration
-        consumer.queue.jobs = configuration.queue.results
-        consumer.queue.declare = false
-        consumer.amqp.prefetch = 2000
-        let session = BrokerSession(configuration: consumer, logger: quietLogger("bench.results"), delegate: nil)
-        self.session = session
-        session.setDelegate(self)
-        try session.start(retrying: false)
+        session = try startResultsConsumer(configuration, delegate: self)
     }
 
     func session(_ session: BrokerSession, didReceive delivery: Delivery) {

@@ -37,14 +37,7 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
         self.onMark = onMark
         self.seen = [UInt64](repeating: 0, count: total / 64 + 1)
         durations.reserveCapacity(total - warmup)
-        var consumer = configuration
-        consumer.queue.jobs = configuration.queue.results
-        consumer.queue.declare = false
-        consumer.amqp.prefetch = 2000
-        let session = BrokerSession(configuration: consumer, logger: quietLogger("bench.results"), delegate: nil)
-        self.session = session
-        session.setDelegate(self)
-        try session.start(retrying: false)
+        session = try startResultsConsumer(configuration, delegate: self)
     }
 
     func session(_ session: BrokerSession, didReceive delivery: Delivery) {
@@ -138,4 +131,16 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
         }
         return nil
     }
+}
+
+/// A session that consumes the run's results queue (declared by the publisher) for `delegate`.
+func startResultsConsumer(_ configuration: WorkerConfiguration, delegate: any BrokerSessionDelegate) throws -> BrokerSession {
+    var consumer = configuration
+    consumer.queue.jobs = configuration.queue.results
+    consumer.queue.declare = false
+    consumer.amqp.prefetch = 2000
+    let session = BrokerSession(configuration: consumer, logger: quietLogger("bench.results"), delegate: nil)
+    session.setDelegate(delegate)
+    try session.start(retrying: false)
+    return session
 }
