@@ -153,18 +153,17 @@ package struct OriginScheduler<Element> {
 
     /// Takes the job that should use the global permit the caller holds, if any may start.
     package mutating func next(now: UInt64) -> Start? {
-        var best: Int?
-        var bestState: State?
+        // Only the ranks are kept, never a copy of a state: a copy alive across the `modify` below
+        // would share the origin's queue and make `removeFirst` copy all of it, for every job.
+        var best: (index: Int, inFlight: Int, lastServed: UInt64)?
         for (index, origin) in backlogged.enumerated() {
             guard let state = origins[origin], canStart(state, now: now) else { continue }
-            if let current = bestState,
-               (current.inFlight, current.lastServed) <= (state.inFlight, state.lastServed) {
+            if let current = best, (current.inFlight, current.lastServed) <= (state.inFlight, state.lastServed) {
                 continue
             }
-            best = index
-            bestState = state
+            best = (index, state.inFlight, state.lastServed)
         }
-        guard let best else { return nil }
+        guard let best = best?.index else { return nil }
         let origin = backlogged[best]
         serveCounter += 1
         let served = serveCounter
