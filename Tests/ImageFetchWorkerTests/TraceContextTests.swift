@@ -157,7 +157,7 @@ import Tracing
                                 attributes: [("http.request.method", .string("GET")), ("http.response.status_code", .int64(404)),
                                              ("ok", .bool(false))],
                                 status: SpanStatus(code: .error, message: "http_error"), events: [])
-        let bytes = OTLPExporter.encode([span], resource: [("service.name", "ifw")])
+        let bytes = OTLPJSON.encode([span], resource: [("service.name", "ifw")])
         let root = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
         let resourceSpans = try #require((root["resourceSpans"] as? [[String: Any]])?.first)
         let resource = try #require((resourceSpans["resource"] as? [String: Any])?["attributes"] as? [[String: Any]])
@@ -200,11 +200,58 @@ import Tracing
             .exporter.endpoint == "http://c:4318/custom")
     }
 
+    @Test func theRatioSamplerKeepsItsShareOfTracesByTraceID() throws {
+        // Trace ids spread over the whole range, as random ones are, but the same every run.
+        let ids = (1...10_000).map { TraceContext.TraceID(high: UInt64($0), low: UInt64($0) &* 0x9E37_79B9_7F4A_7C15) }
+        func share(_ sampler: OTLPTracer.Sampler) -> Double {
+            Double(ids.filter { sampler.sample(parent: nil, traceID: $0) }.count) / Double(ids.count)
+        }
+        #expect(abs(share(.traceIDRatio(0.25)) - 0.25) < 0.02)
+        #expect(share(.traceIDRatio(0)) == 0)
+        #expect(share(.traceIDRatio(1)) == 1)
+        // A lower ratio keeps a subset of what a higher one keeps: services with different
+        // ratios still agree on the traces both keep.
+        #expect(ids.allSatisfy { !OTLPTracer.Sampler.traceIDRatio(0.1).sample(parent: nil, traceID: $0)
+                || OTLPTracer.Sampler.traceIDRatio(0.5).sample(parent: nil, traceID: $0) })
+        // Parent-based: a job's traceparent decides, whatever the ratio.
+        let sampledParent = try #require(TraceContext(traceparent: Self.parent, tracestate: nil))
+        var unsampledParent = sampledParent
+        unsampledParent.flags = 0
+        let parentBased = OTLPTracer.Sampler.parentBased(root: .traceIDRatio(0))
+        #expect(parentBased.sample(parent: sampledParent, traceID: sampledParent.traceID))
+        #expect(!OTLPTracer.Sampler.parentBased(root: .alwaysOn).sample(parent: unsampledParent, traceID: sampledParent.traceID))
+        #expect(share(parentBased) == 0)
+
+        let (_, sampler) = try #require(try TracingSetup.configuration(environment: [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0.1",
+        ]))
+        #expect(sampler == .parentBased(root: .traceIDRatio(0.1)))
+        #expect(try TracingSetup.configuration(environment: [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio",
+        ])?.sampler == .traceIDRatio(1))
+    }
+
+    @Test func theProtocolIsProtobufUnlessJSONIsAskedFor() throws {
+        let endpoint = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"]
+        #expect(try TracingSetup.configuration(environment: endpoint)?.exporter.encoding == .protobuf)
+        #expect(try TracingSetup.configuration(environment: endpoint.merging(["OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"]) { $1 })?
+            .exporter.encoding == .json)
+        // The traces variable wins over the general one.
+        #expect(try TracingSetup.configuration(environment: endpoint.merging([
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        ]) { $1 })?.exporter.encoding == .protobuf)
+        #expect(OTLPEncoding.protobuf.contentType == "application/x-protobuf")
+    }
+
     @Test(arguments: [
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"],
-        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"],
-        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/xml"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "ratio"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+         "OTEL_TRACES_SAMPLER_ARG": "tenth"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_BSP_SCHEDULE_DELAY": "soon"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "secret-token"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "zipkin"],

@@ -115,8 +115,10 @@ struct ObservabilityTests {
 
     static let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
-    @Test(.timeLimit(.minutes(3)))
-    func spansReachAnOTLPReceiverAndResultsCarryTheContext() async throws {
+    /// Once with the default encoding (protobuf, read by opentelemetry-proto's decoder) and once
+    /// with `http/json`.
+    @Test(.timeLimit(.minutes(3)), arguments: [nil, "http/json"] as [String?])
+    func spansReachAnOTLPReceiverAndResultsCarryTheContext(protocol: String?) async throws {
         let origin = try await TestOrigin.start()
         let receiver = try await OTLPReceiver.start()
         defer { Task { try? await origin.shutdown(); try? await receiver.shutdown() } }
@@ -131,10 +133,12 @@ struct ObservabilityTests {
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
 
-        let (worker, _) = try OperationsTests.startWorker(configuration, extra: [
+        var settings = [
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
             "OTEL_SERVICE_NAME": "ifw-test", "LOG_LEVEL": "debug", "LOG_FORMAT": "json",
-        ])
+        ]
+        if let `protocol` { settings["OTEL_EXPORTER_OTLP_PROTOCOL"] = `protocol` }
+        let (worker, _) = try OperationsTests.startWorker(configuration, extra: settings)
         let delivered = await results.wait(for: 2, timeout: 60)
         #expect(delivered.count == 2, "worker log:\n\(worker.log.suffix(3000))")
 
@@ -164,6 +168,8 @@ struct ObservabilityTests {
         #expect(fetch.attributes["url.full"] == origin.url("/ok.png"), "query strings may hold secrets")
         #expect(!spans.contains { $0.attributes.values.contains { $0.contains("secret") } })
         #expect(receiver.rejected == 0)
+        let contentType = `protocol` == "http/json" ? "application/json" : "application/x-protobuf"
+        #expect(!receiver.contentTypes.isEmpty && receiver.contentTypes.allSatisfy { $0 == contentType })
 
         // The job without a context started a trace of its own; its result names it.
         let fresh = try #require(delivered.first { String(decoding: $0.body, as: UTF8.self).contains(#""id":"fresh""#) })

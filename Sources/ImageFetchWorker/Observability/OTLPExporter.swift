@@ -3,8 +3,8 @@ import Foundation
 import Logging
 import Tracing
 
-/// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP with the JSON encoding
-/// (`POST <endpoint>/v1/traces`, `Content-Type: application/json`), in batches, from a queue of
+/// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP, protobuf or JSON
+/// (`POST <endpoint>/v1/traces`), in batches, from a queue of
 /// its own through the worker's libcurl engine. A full queue drops spans (counted in the log)
 /// rather than slowing jobs down; a failed export is logged and dropped, as the OTLP
 /// specification allows for a best-effort exporter.
@@ -12,6 +12,8 @@ package final class OTLPExporter: Sendable {
     package struct Configuration: Sendable, Equatable {
         /// The full traces URL, e.g. `http://collector:4318/v1/traces`.
         package var endpoint: String
+        /// The body's encoding (OTEL_EXPORTER_OTLP_PROTOCOL, default http/protobuf).
+        package var encoding: OTLPEncoding = .protobuf
         /// Extra request headers, `Name: value` (OTEL_EXPORTER_OTLP_HEADERS).
         package var headers: [String] = []
         /// `service.name` and the other resource attributes.
@@ -28,7 +30,7 @@ package final class OTLPExporter: Sendable {
         package init(endpoint: String) { self.endpoint = endpoint }
 
         package static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs.endpoint == rhs.endpoint && lhs.headers == rhs.headers && lhs.scheduleDelay == rhs.scheduleDelay
+            lhs.endpoint == rhs.endpoint && lhs.encoding == rhs.encoding && lhs.headers == rhs.headers && lhs.scheduleDelay == rhs.scheduleDelay
                 && lhs.maxQueueSize == rhs.maxQueueSize && lhs.maxBatchSize == rhs.maxBatchSize
                 && lhs.timeout == rhs.timeout && lhs.resource.elementsEqual(rhs.resource, by: ==)
         }
@@ -101,8 +103,8 @@ package final class OTLPExporter: Sendable {
             guard !batch.isEmpty else { return }
             var request = FetchRequest(url: configuration.endpoint)
             request.method = .post
-            request.headers = ["Content-Type: application/json"] + configuration.headers
-            request.uploadBody = Self.encode(batch, resource: configuration.resource)
+            request.headers = ["Content-Type: \(configuration.encoding.contentType)"] + configuration.headers
+            request.uploadBody = configuration.encoding.encode(batch, resource: configuration.resource)
             request.checkAddresses = false
             engine.fetch(request) { [logger, pending] response in
                 pending.withLock { $0.exporting -= 1 }
@@ -115,110 +117,5 @@ package final class OTLPExporter: Sendable {
                 }
             }
         }
-    }
-
-    // MARK: - OTLP/JSON
-
-    /// An `ExportTraceServiceRequest` in OTLP's JSON encoding: ids in hex, 64-bit integers and
-    /// times as decimal strings, enums as numbers.
-    package static func encode(_ spans: [FinishedSpan], resource: [(String, String)]) -> [UInt8] {
-        var json = JSONWriter(capacity: 512 * spans.count + 256)
-        json.beginObject()
-        json.key("resourceSpans")
-        json.beginArray()
-        json.beginObject()
-        json.key("resource")
-        json.beginObject()
-        json.key("attributes")
-        json.beginArray()
-        for (key, value) in resource { attribute(&json, key, .string(value)) }
-        json.endArray()
-        json.endObject()
-        json.key("scopeSpans")
-        json.beginArray()
-        json.beginObject()
-        json.key("scope")
-        json.beginObject()
-        json.field("name", "image-fetch-worker")
-        json.field("version", WorkerVersion.current)
-        json.endObject()
-        json.key("spans")
-        json.beginArray()
-        for span in spans { encode(span, into: &json) }
-        json.endArray()
-        json.endObject()
-        json.endArray()
-        json.endObject()
-        json.endArray()
-        json.endObject()
-        return json.bytes
-    }
-
-    private static func encode(_ span: FinishedSpan, into json: inout JSONWriter) {
-        json.beginObject()
-        json.field("traceId", span.trace.traceID.hex)
-        json.field("spanId", span.trace.spanIDHex)
-        if let parent = span.parentSpanID { json.field("parentSpanId", TraceContext.hex(parent)) }
-        json.field("traceState", span.trace.traceState)
-        json.field("name", span.name)
-        json.field("kind", kindNumber(span.kind))
-        json.field("startTimeUnixNano", String(span.start))
-        json.field("endTimeUnixNano", String(span.end))
-        json.key("attributes")
-        json.beginArray()
-        for (key, value) in span.attributes { attribute(&json, key, value) }
-        json.endArray()
-        if !span.events.isEmpty {
-            json.key("events")
-            json.beginArray()
-            for event in span.events {
-                json.beginObject()
-                json.field("timeUnixNano", String(event.nanosecondsSinceEpoch))
-                json.field("name", event.name)
-                json.key("attributes")
-                json.beginArray()
-                event.attributes.forEach { attribute(&json, $0, $1) }
-                json.endArray()
-                json.endObject()
-            }
-            json.endArray()
-        }
-        if let status = span.status {
-            json.key("status")
-            json.beginObject()
-            json.field("code", status.code == .ok ? 1 : 2)
-            json.field("message", status.message)
-            json.endObject()
-        }
-        json.endObject()
-    }
-
-    /// SPAN_KIND_INTERNAL 1, SERVER 2, CLIENT 3, PRODUCER 4, CONSUMER 5.
-    private static func kindNumber(_ kind: SpanKind) -> Int {
-        switch kind {
-        case .internal: 1
-        case .server: 2
-        case .client: 3
-        case .producer: 4
-        case .consumer: 5
-        }
-    }
-
-    private static func attribute(_ json: inout JSONWriter, _ key: String, _ value: SpanAttribute) {
-        json.beginObject()
-        json.field("key", key)
-        json.key("value")
-        json.beginObject()
-        switch value {
-        case .int32(let number): json.field("intValue", String(number))
-        case .int64(let number): json.field("intValue", String(number))
-        case .double(let number): json.field("doubleValue", decimal: number)
-        case .bool(let flag): json.field("boolValue", flag)
-        case .string(let text): json.field("stringValue", text)
-        case .stringConvertible(let value): json.field("stringValue", "\(value)")
-        default: json.field("stringValue", "\(value)")
-        }
-        json.endObject()
-        json.endObject()
     }
 }

@@ -6,19 +6,48 @@ import Tracing
 package final class OTLPTracer: Tracer {
     package typealias Span = OTLPSpan
 
-    /// Which root spans are recorded (OTEL_TRACES_SAMPLER).
-    package enum Sampler: String, Sendable {
-        case alwaysOn = "always_on"
-        case alwaysOff = "always_off"
-        case parentBasedAlwaysOn = "parentbased_always_on"
-        case parentBasedAlwaysOff = "parentbased_always_off"
+    /// Which spans are recorded (OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG).
+    package enum Sampler: Sendable, Equatable, CustomStringConvertible {
+        case alwaysOn
+        case alwaysOff
+        /// A share of the traces, chosen by trace id, so every service that uses the same ratio
+        /// keeps or drops the same traces whole.
+        case traceIDRatio(Double)
+        /// A span follows its parent's sampled flag; a root span follows `root`.
+        indirect case parentBased(root: Sampler)
 
-        func sample(parent: TraceContext?) -> Bool {
+        static let parentBasedAlwaysOn = Sampler.parentBased(root: .alwaysOn)
+
+        /// The sampler an `OTEL_TRACES_SAMPLER` name selects; `ratio` is OTEL_TRACES_SAMPLER_ARG.
+        init?(name: String, ratio: Double) {
+            switch name {
+            case "always_on": self = .alwaysOn
+            case "always_off": self = .alwaysOff
+            case "traceidratio": self = .traceIDRatio(ratio)
+            case "parentbased_always_on": self = .parentBased(root: .alwaysOn)
+            case "parentbased_always_off": self = .parentBased(root: .alwaysOff)
+            case "parentbased_traceidratio": self = .parentBased(root: .traceIDRatio(ratio))
+            default: return nil
+            }
+        }
+
+        func sample(parent: TraceContext?, traceID: TraceContext.TraceID) -> Bool {
             switch self {
             case .alwaysOn: true
             case .alwaysOff: false
-            case .parentBasedAlwaysOn: parent?.isSampled ?? true
-            case .parentBasedAlwaysOff: parent?.isSampled ?? false
+            case .traceIDRatio(let ratio):
+                // The low 63 bits of the id against the ratio's share of them, as OpenTelemetry's SDKs do.
+                ratio >= 1 || (ratio > 0 && traceID.low & (UInt64.max >> 1) < UInt64(ratio * 0x1p63))
+            case .parentBased(let root): parent.map(\.isSampled) ?? root.sample(parent: nil, traceID: traceID)
+            }
+        }
+
+        package var description: String {
+            switch self {
+            case .alwaysOn: "always_on"
+            case .alwaysOff: "always_off"
+            case .traceIDRatio(let ratio): "traceidratio(\(ratio))"
+            case .parentBased(let root): "parentbased_\(root)"
             }
         }
     }
@@ -38,8 +67,9 @@ package final class OTLPTracer: Tracer {
     ) -> OTLPSpan {
         var spanContext = context()
         let parent = spanContext.traceContext
-        let sampled = sampler.sample(parent: parent)
-        let own = TraceContext(traceID: parent?.traceID ?? .random(), spanID: TraceContext.randomSpanID(),
+        let traceID = parent?.traceID ?? .random()
+        let sampled = sampler.sample(parent: parent, traceID: traceID)
+        let own = TraceContext(traceID: traceID, spanID: TraceContext.randomSpanID(),
                                flags: sampled ? (parent?.flags ?? 0) | 1 : (parent?.flags ?? 0) & ~1,
                                traceState: parent?.traceState)
         spanContext.traceContext = own

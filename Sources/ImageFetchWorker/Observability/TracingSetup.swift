@@ -36,12 +36,16 @@ public enum TracingSetup {
             throw invalid(value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
                           : "OTEL_EXPORTER_OTLP_ENDPOINT", "must be an http:// or https:// URL")
         }
-        for name in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
-            if let proto = value(name), proto != "http/json" {
-                throw invalid(name, "only http/json is supported (OTLP/HTTP with JSON), got \"\(proto)\"")
-            }
-        }
         var exporter = OTLPExporter.Configuration(endpoint: endpoint)
+        // The traces variable wins over the general one, as for the endpoint.
+        for name in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+            guard let proto = value(name) else { continue }
+            guard let encoding = OTLPEncoding(rawValue: proto) else {
+                throw invalid(name, "must be http/protobuf or http/json (grpc is not supported), got \"\(proto)\"")
+            }
+            exporter.encoding = encoding
+            break
+        }
         if let headers = value("OTEL_EXPORTER_OTLP_TRACES_HEADERS") ?? value("OTEL_EXPORTER_OTLP_HEADERS") {
             for pair in headers.split(separator: ",") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
@@ -85,8 +89,16 @@ public enum TracingSetup {
         exporter.maxBatchSize = min(exporter.maxBatchSize, exporter.maxQueueSize)
         var sampler = OTLPTracer.Sampler.parentBasedAlwaysOn
         if let name = value("OTEL_TRACES_SAMPLER") {
-            guard let chosen = OTLPTracer.Sampler(rawValue: name) else {
-                throw invalid("OTEL_TRACES_SAMPLER", "must be always_on, always_off, parentbased_always_on or parentbased_always_off, got \"\(name)\"")
+            var ratio = 1.0
+            if let text = value("OTEL_TRACES_SAMPLER_ARG"), name.hasSuffix("traceidratio") {
+                guard let number = Double(text), number >= 0, number <= 1 else {
+                    throw invalid("OTEL_TRACES_SAMPLER_ARG", "must be a number between 0 and 1, got \"\(text)\"")
+                }
+                ratio = number
+            }
+            guard let chosen = OTLPTracer.Sampler(name: name, ratio: ratio) else {
+                throw invalid("OTEL_TRACES_SAMPLER", "must be always_on, always_off, traceidratio, parentbased_always_on, "
+                              + "parentbased_always_off or parentbased_traceidratio, got \"\(name)\"")
             }
             sampler = chosen
         }
@@ -107,7 +119,7 @@ public enum TracingSetup {
         TracerHolder.shared.withLock { $0 = tracer }
         InstrumentationSystem.bootstrap(tracer)
         logger.info("tracing on", metadata: ["endpoint_host": "\(Self.host(configuration.endpoint))",
-                                             "sampler": "\(sampler.rawValue)"])
+                                             "sampler": "\(sampler)"])
     }
 
     /// Exports the spans still queued, waiting up to `timeout` seconds; a no-op when tracing is off.

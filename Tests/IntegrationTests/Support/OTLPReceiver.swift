@@ -5,8 +5,11 @@ import NIOPosix
 import Synchronization
 
 /// A minimal OTLP/HTTP trace receiver on 127.0.0.1 (an ephemeral port): it answers every
-/// `POST /v1/traces` with 200 `{}` and decodes the JSON-encoded `ExportTraceServiceRequest` into
-/// ``Span`` values; a request with any other path or content type is answered 415 and counted.
+/// `POST /v1/traces` with 200 `{}` and decodes the `ExportTraceServiceRequest` into ``Span``
+/// values. JSON it reads itself; protobuf goes through scripts/otlp-decode.py, opentelemetry-proto's
+/// own decoder, so the worker's hand-written encoder is checked by code it shares nothing with. A
+/// request with another path or content type, or a body that does not decode, is answered 415
+/// and counted.
 final class OTLPReceiver: Sendable {
     /// One received span, with the fields the tests check.
     struct Span: Sendable {
@@ -31,11 +34,34 @@ final class OTLPReceiver: Sendable {
     final class State: Sendable {
         let spans = Mutex<[Span]>([])
         let rejected = Mutex(0)
+        /// Content types of the requests taken, in order.
+        let contentTypes = Mutex<[String]>([])
+        /// The Python of scripts/python-clients.sh, with opentelemetry-proto.
+        let python: String
+
+        init(python: String) { self.python = python }
+
+        /// opentelemetry-proto's reading of a protobuf request, as OTLP/JSON; nil when it fails.
+        func decodeProtobuf(_ body: [UInt8]) -> [Span]? {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: python)
+            process.arguments = [MessageSchemaTests.root + "/scripts/otlp-decode.py"]
+            let input = Pipe(), output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            guard (try? process.run()) != nil else { return nil }
+            input.fileHandleForWriting.write(Data(body))
+            try? input.fileHandleForWriting.close()
+            let json = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { return nil }
+            return OTLPReceiver.decode(Array(json))
+        }
     }
 
     static func start() async throws -> OTLPReceiver {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let state = State()
+        let state = State(python: try MessageSchemaTests.python())
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -60,6 +86,7 @@ final class OTLPReceiver: Sendable {
     var endpoint: String { "http://127.0.0.1:\(port)" }
     var spans: [Span] { state.spans.withLock { $0 } }
     var rejected: Int { state.rejected.withLock { $0 } }
+    var contentTypes: [String] { state.contentTypes.withLock { $0 } }
 
     func shutdown() async throws {
         try? await channel.close().get()
@@ -123,9 +150,14 @@ private final class ReceiverHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            let spans = head.method == .POST && head.uri == "/v1/traces"
-                && head.headers["content-type"].first?.hasPrefix("application/json") == true
-                ? OTLPReceiver.decode(body) : nil
+            let contentType = head.headers["content-type"].first ?? ""
+            state.contentTypes.withLock { $0.append(contentType) }
+            var spans: [OTLPReceiver.Span]?
+            if head.method == .POST && head.uri == "/v1/traces" {
+                // The event loop waits for the decoder: a test receiver, one exporter.
+                if contentType.hasPrefix("application/json") { spans = OTLPReceiver.decode(body) }
+                if contentType == "application/x-protobuf" { spans = state.decodeProtobuf(body) }
+            }
             if let spans {
                 state.spans.withLock { $0.append(contentsOf: spans) }
             } else {
