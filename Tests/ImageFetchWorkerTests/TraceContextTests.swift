@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 import Testing
 import Tracing
 @testable import ImageFetchWorker
@@ -198,6 +200,22 @@ import Tracing
         #expect(sampler == .parentBasedAlwaysOn)
         #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom"])?
             .exporter.endpoint == "http://c:4318/custom")
+    }
+
+    @Test func generatedIdsAreDistinctAcrossThreadsAndSpreadOverTheBits() {
+        let perThread = 20_000
+        let batches = Mutex<[[UInt64]]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            let ids = (0..<perThread).map { _ in TraceIDGenerator.next() }
+            batches.withLock { $0.append(ids) }
+        }
+        let all = batches.withLock { $0.flatMap { $0 } }
+        #expect(Set(all).count == all.count)
+        // Every bit is set in about half of the ids, as in random ones.
+        for bit in 0..<64 {
+            let share = Double(all.filter { $0 >> bit & 1 == 1 }.count) / Double(all.count)
+            #expect(abs(share - 0.5) < 0.02, "bit \(bit): \(share)")
+        }
     }
 
     @Test func theRatioSamplerKeepsItsShareOfTracesByTraceID() throws {

@@ -43,6 +43,9 @@ package final class Admission<Element: Sendable>: Sendable {
     private let handlers: Handlers
     private let clock: @Sendable () -> UInt64
     private let pumpScheduled = Atomic<Bool>(false)
+    /// Set while the pump waits on the semaphore: the permit that a finished job gives back then
+    /// wakes it, and a kick would only queue a second pass behind it.
+    private let pumpWaitsForPermit = Atomic<Bool>(false)
     private let timerArmed = Atomic<Bool>(false)
     /// Set while the broker blocks publishing (`connection.blocked`): nothing is admitted.
     private let blocked: Mutex<Bool> = Mutex(false)
@@ -79,7 +82,7 @@ package final class Admission<Element: Sendable>: Sendable {
     package func finished(_ slot: OriginSlot, outcome: OriginScheduler<Element>.FetchOutcome) {
         let now = clock()
         let events = scheduler.withLock { $0.finished(slot, outcome: outcome, now: now) }
-        kick()
+        if !pumpWaitsForPermit.load(ordering: .acquiring) { kick() }
         if !events.isEmpty { handlers.events(events) }
     }
 
@@ -125,7 +128,9 @@ package final class Admission<Element: Sendable>: Sendable {
         while true {
             waitWhileBlocked()
             guard scheduler.withLock({ $0.hasStartable(now: clock()) }) else { return }
+            pumpWaitsForPermit.store(true, ordering: .releasing)
             semaphore.wait()
+            pumpWaitsForPermit.store(false, ordering: .releasing)
             guard let ticket = Self.takeNext(enter: inFlight.enter, leave: inFlight.leave, next: {
                 let now = clock()
                 return scheduler.withLock { $0.next(now: now) }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A W3C Trace Context (https://www.w3.org/TR/trace-context/): the `traceparent` of one span and
 /// the `tracestate` that travels with it. Parsing follows the specification's rules for
 /// receivers: an invalid `traceparent` is ignored (a new trace starts) and never rejects a job.
@@ -32,8 +34,7 @@ public struct TraceContext: Sendable, Hashable {
 
         /// A random id (never all zero).
         public static func random() -> TraceID {
-            var generator = SystemRandomNumberGenerator()
-            return TraceID(high: generator.next(), low: generator.next() | 1)
+            TraceID(high: TraceIDGenerator.next(), low: TraceIDGenerator.next() | 1)
         }
 
         /// 32 lowercase hex digits.
@@ -42,8 +43,7 @@ public struct TraceContext: Sendable, Hashable {
 
     /// A random span id (never zero).
     public static func randomSpanID() -> UInt64 {
-        var generator = SystemRandomNumberGenerator()
-        return generator.next() | 1
+        TraceIDGenerator.next() | 1
     }
 
     /// Parses a `traceparent` value and an optional `tracestate`. Version `00` must be exactly
@@ -115,5 +115,20 @@ public struct TraceContext: Sendable, Hashable {
             }
             return digits
         }
+    }
+}
+
+/// Trace and span ids without a system call each: `SystemRandomNumberGenerator` reads getrandom(2)
+/// on every call, three times per job. SplitMix64 over a counter seeded once from it gives ids that
+/// are unique within the process (it is a bijection of the counter) and spread like random ones
+/// across processes; ids must be unique, not secret.
+enum TraceIDGenerator {
+    private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
+
+    static func next() -> UInt64 {
+        var z = counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
