@@ -18,7 +18,7 @@ import Darwin
 /// and handed to the fetch queue through the engine's locked inbox. From then on it is touched
 /// only on the fetch queue (libcurl calls the callbacks from `curl_multi_perform`, which runs only
 /// there), until the loop hands it to the completion queue, which only reads what no longer
-/// changes by then (``completion``, ``countsInBacklog``).
+/// changes by then (``completion``, ``phase``).
 final class FetchTransfer: @unchecked Sendable {
     let id: UInt64
     let request: FetchRequest
@@ -35,10 +35,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// The loop running the transfer when it applies body flow control (``BodyBacklog``); set by
     /// the loop when the transfer starts, cleared when it ends.
     var loop: FetchLoop?
-    /// Paused by the loop's flow control before its body, waiting to be resumed.
-    var pausedForBacklog = false
-    /// The body counts in the loop's ``BodyBacklog`` as complete, until its completion is taken.
-    private(set) var countsInBacklog = false
+    /// Where the current response's body is: dropped, paused by the flow control, kept,
+    /// inspected, complete.
+    private(set) var phase = BodyPhase.awaitingBody
     /// `CURLOPT_HTTPHEADER`; lives as long as the easy handle points at it.
     var headerList: CurlStringList?
 
@@ -53,15 +52,6 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var retryAfter: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
-    /// Whether the first body chunk of the current response has been seen.
-    private var responseChecked = false
-    /// Whether the kept body was let in by the loop's flow control (or needs none).
-    private var bodyAdmitted = false
-    /// The current response is not 2xx: its body is counted but not kept.
-    private var discarding = false
-    private var discardedBytes = 0
-    /// Whether the inspector still wants to see the body.
-    private var inspecting: Bool
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
     private(set) var abortReason: JobError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
@@ -81,7 +71,6 @@ final class FetchTransfer: @unchecked Sendable {
         self.addressPolicy = request.checkAddresses ? addressPolicy : nil
         self.hostGuard = request.checkAddresses ? hostGuard : nil
         self.completion = completion
-        self.inspecting = request.inspector != nil
     }
 
     /// The pointer handed to libcurl as user data.
@@ -113,35 +102,41 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// The write callback: one chunk of the current response's body.
     func receive(_ data: UnsafePointer<UInt8>, count: Int) -> WriteOutcome {
-        if !responseChecked {
-            responseChecked = true
-            startBody()
-        }
-        if discarding {
-            discardedBytes += count
-            if discardedBytes > Self.discardLimit {
-                abortReason = .httpStatus(currentStatus)
-                return .abort
-            }
+        // The status is read only until the body's fate is known (the first chunk).
+        var status = 0
+        if case .awaitingBody = phase { status = currentStatus }
+        var inspect = false
+        switch phase.chunk(count: count, status: status, discardLimit: Self.discardLimit) {
+        case .drop:
             return .accepted
-        }
-        if !bodyAdmitted {
-            if let loop, !loop.admitBody(of: self) { return .pause }
+        case .stopDiscarding:
+            abortReason = .httpStatus(currentStatus)
+            return .abort
+        case .stayPaused:
+            return .pause
+        case .admit:
+            if let loop, !loop.admitBody(of: self) {
+                phase.pausedByFlowControl()
+                return .pause
+            }
             admitBody()
+            inspect = request.inspector != nil
+        case .keep(let inspecting):
+            inspect = inspecting
         }
         if body.count + count > maxBytes {
             abortReason = JobError(.tooLarge, "the body is larger than \(maxBytes) bytes")
             return .abort
         }
         body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
-        if inspecting, let inspector = request.inspector {
+        if inspect, let inspector = request.inspector {
             switch body.withUnsafeBytes(inspector) {
             case .needMore:
                 break
             case .accept:
-                inspecting = false
+                phase.inspected()
             case .reject(let error):
-                inspecting = false
+                phase.inspected()
                 abortReason = error
                 return .abort
             }
@@ -153,7 +148,7 @@ final class FetchTransfer: @unchecked Sendable {
     /// The kept body may come in: its buffer is reserved at the declared length. The loop calls
     /// this for a paused transfer just before resuming it.
     func admitBody() {
-        bodyAdmitted = true
+        phase.admitted(inspecting: request.inspector != nil)
         if let declared = contentLength, declared > 0 {
             body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
         }
@@ -162,22 +157,17 @@ final class FetchTransfer: @unchecked Sendable {
     /// The body is complete (all declared bytes, or the transfer ended): from now on it counts in
     /// the loop's backlog, once.
     func bodyComplete() {
-        guard !countsInBacklog, let loop else { return }
-        countsInBacklog = true
+        guard let loop, phase.bodyComplete() else { return }
         loop.bodyCompleted()
+    }
+
+    /// The transfer ends (the loop removes it); true when it was paused by the flow control.
+    func ended() -> Bool {
+        return phase.ended()
     }
 
     private var currentStatus: Int {
         easy?.long(CURLINFO_RESPONSE_CODE) ?? 0
-    }
-
-    /// The first body byte of a response has arrived: its status is known. A 2xx body is kept,
-    /// once ``admitBody()`` has let it in.
-    private func startBody() {
-        let status = currentStatus
-        if !(200...299).contains(status) {
-            discarding = true
-        }
     }
 
     /// The header callback: one header line (status line included, CRLF included). Returns false
@@ -275,9 +265,7 @@ final class FetchTransfer: @unchecked Sendable {
         contentType = nil
         contentLength = nil
         retryAfter = nil
-        responseChecked = false
-        discarding = false
-        discardedBytes = 0
+        phase.statusLine()
         if !body.isEmpty { body.removeAll(keepingCapacity: true) }
     }
 
