@@ -89,8 +89,8 @@ package final class FetchEngine: Sendable {
     package func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let transfer = FetchTransfer(
-            id: id, request: request, maxBytes: maxBytes, addressPolicy: addressPolicy, hostGuard: hostGuard,
-            completion: completion)
+            id: id, request: request, queue: loop.queue, maxBytes: maxBytes, addressPolicy: addressPolicy,
+            hostGuard: hostGuard, completion: completion)
         loop.submit(transfer)
         return FetchTicket(id: id)
     }

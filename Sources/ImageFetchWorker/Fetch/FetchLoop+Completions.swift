@@ -10,6 +10,7 @@ extension FetchLoop {
     /// together in one block (one wake-up of a thread instead of one each), large ones alone.
     func deliverFinished() {
         guard let completionQueue, !finished.isEmpty else { return }
+        assertOnFetchQueue()
         let runBatch = self.runBatch
         var shared: [(FetchTransfer, FetchResponse)] = []
         for (transfer, response) in finished {

@@ -10,6 +10,7 @@ extension FetchLoop {
     /// Only HTTP/1 transfers pause: an HTTP/2 stream shares its connection with others, and
     /// libcurl 7.88 buffers a paused stream's data itself instead of leaving it to the kernel.
     func admitBody(of transfer: FetchTransfer) -> Bool {
+        assertOnFetchQueue()
         guard flowControl, !backlog.withLock({ $0.bodyStarting() }) else { return true }
         let version = transfer.easy?.long(CURLINFO_HTTP_VERSION) ?? 0
         guard version == CURL_HTTP_VERSION_1_0 || version == CURL_HTTP_VERSION_1_1 else {
@@ -42,6 +43,7 @@ extension FetchLoop {
     /// Resumes paused transfers, oldest first, as far as the backlog allows. libcurl hands over
     /// the chunk it kept from inside `curl_easy_pause` and reads the rest on the next perform.
     func resumePaused() {
+        assertOnFetchQueue()
         var allowed = backlog.withLock { $0.resumable() }
         var resumed = 0
         var failed: [(FetchTransfer, CURLcode)] = []

@@ -1,5 +1,6 @@
 import CCurl
 import CShims
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -19,7 +20,8 @@ import Darwin
 /// `@unchecked Sendable` because the inbox and the flow control's state are behind `Mutex`es, the
 /// counters are atomics, the multi handle is only woken from other threads (thread-safe), and
 /// everything else (the running and paused transfers, the handle pool, the multi handle's other
-/// calls) is touched only by ``run()`` on the fetch queue.
+/// calls) is touched only by ``run()`` on the fetch queue, which debug builds check where the
+/// loop's work starts (``assertOnFetchQueue()``).
 ///
 /// The body flow control is in `FetchLoop+FlowControl.swift`, the hand-over of completions in
 /// `FetchLoop+Completions.swift`, the easy-handle options in ``CurlTransferOptions``.
@@ -116,6 +118,12 @@ final class FetchLoop: @unchecked Sendable {
         loopThread.load(ordering: .relaxed) == UInt(pthread_self())
     }
 
+    /// Traps in debug builds when not on the fetch queue; compiled out of release builds.
+    @inline(__always)
+    func assertOnFetchQueue() {
+        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
+    }
+
     // MARK: Any thread
 
     /// Hands a new transfer to the loop; after shutdown it completes at once with `.aborted`.
@@ -154,6 +162,7 @@ final class FetchLoop: @unchecked Sendable {
 
     /// The loop; returns after a shutdown command, with every transfer completed.
     private func run() {
+        assertOnFetchQueue()
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         while true {
             if processInbox() { break }
@@ -185,6 +194,7 @@ final class FetchLoop: @unchecked Sendable {
 
     /// Runs the queued commands; true once shutdown was among them.
     private func processInbox() -> Bool {
+        assertOnFetchQueue()
         inbox.withLock { inbox in
             swap(&inbox.commands, &self.drained)
             inbox.wakeupPending = false
@@ -220,6 +230,7 @@ final class FetchLoop: @unchecked Sendable {
 
     /// Configures a pooled (or new) easy handle for the transfer and adds it to the multi handle.
     private func begin(_ transfer: FetchTransfer) {
+        assertOnFetchQueue()
         if let hostGuard = transfer.hostGuard, let refusal = hostGuard.refusal(forURL: transfer.request.url) {
             complete(transfer, FetchResponse(error: refusal))
             return
@@ -255,6 +266,7 @@ final class FetchLoop: @unchecked Sendable {
 
     /// Removes a transfer from the multi handle, gathers its outcome and completes it.
     func finish(_ transfer: FetchTransfer, result: CURLcode, aborted: Bool = false) {
+        assertOnFetchQueue()
         guard let easy = transfer.easy else { return }
         running[transfer.id] = nil
         if transfer.ended() {
@@ -309,6 +321,7 @@ final class FetchLoop: @unchecked Sendable {
     }
 
     private func complete(_ transfer: FetchTransfer, _ response: FetchResponse) {
+        assertOnFetchQueue()
         active.subtract(1, ordering: .relaxed)
         guard completionQueue != nil else { return transfer.completion(response) }
         finished.append((transfer, response))

@@ -1,5 +1,6 @@
 import CCurl
 import CShims
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -18,10 +19,13 @@ import Darwin
 /// and handed to the fetch queue through the engine's locked inbox. From then on it is touched
 /// only on the fetch queue (libcurl calls the callbacks from `curl_multi_perform`, which runs only
 /// there), until the loop hands it to the completion queue, which only reads what no longer
-/// changes by then (``completion``, ``phase``).
+/// changes by then (``completion``, ``phase``). Debug builds check the queue where the loop and
+/// libcurl enter (``assertOnFetchQueue()``).
 final class FetchTransfer: @unchecked Sendable {
     let id: UInt64
     let request: FetchRequest
+    /// The engine's fetch queue, for the confinement checks of debug builds.
+    let queue: DispatchQueue
     let completion: @Sendable (FetchResponse) -> Void
     /// `fetch.max_bytes`.
     let maxBytes: Int
@@ -61,16 +65,23 @@ final class FetchTransfer: @unchecked Sendable {
     static let discardLimit = 64 * 1024
 
     init(
-        id: UInt64, request: FetchRequest, maxBytes: Int,
+        id: UInt64, request: FetchRequest, queue: DispatchQueue, maxBytes: Int,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?, hostGuard: HostGuard? = nil,
         completion: @escaping @Sendable (FetchResponse) -> Void
     ) {
         self.id = id
         self.request = request
+        self.queue = queue
         self.maxBytes = maxBytes
         self.addressPolicy = request.checkAddresses ? addressPolicy : nil
         self.hostGuard = request.checkAddresses ? hostGuard : nil
         self.completion = completion
+    }
+
+    /// Traps in debug builds when not on the fetch queue; compiled out of release builds.
+    @inline(__always)
+    func assertOnFetchQueue() {
+        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
     }
 
     /// The pointer handed to libcurl as user data.
@@ -84,6 +95,7 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// Hands the body over, leaving the transfer without one.
     func takeBody() -> [UInt8] {
+        assertOnFetchQueue()
         defer { body = [] }
         return body
     }
@@ -100,7 +112,8 @@ final class FetchTransfer: @unchecked Sendable {
         case pause
     }
 
-    /// The write callback: one chunk of the current response's body.
+    /// The write callback: one chunk of the current response's body. No queue check here: it
+    /// runs per chunk, inside `curl_multi_perform`, whose caller (the loop) is checked.
     func receive(_ data: UnsafePointer<UInt8>, count: Int) -> WriteOutcome {
         // The status is read only until the body's fate is known (the first chunk).
         var status = 0
@@ -148,6 +161,7 @@ final class FetchTransfer: @unchecked Sendable {
     /// The kept body may come in: its buffer is reserved at the declared length. The loop calls
     /// this for a paused transfer just before resuming it.
     func admitBody() {
+        assertOnFetchQueue()
         phase.admitted(inspecting: request.inspector != nil)
         if let declared = contentLength, declared > 0 {
             body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
@@ -163,6 +177,7 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// The transfer ends (the loop removes it); true when it was paused by the flow control.
     func ended() -> Bool {
+        assertOnFetchQueue()
         return phase.ended()
     }
 
@@ -173,6 +188,7 @@ final class FetchTransfer: @unchecked Sendable {
     /// The header callback: one header line (status line included, CRLF included). Returns false
     /// to abort the transfer (a redirect target that fails the URL checks).
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
+        assertOnFetchQueue()
         guard let first = line.first else { return true }
         switch first {
         case UInt8(ascii: "H"):
@@ -271,6 +287,7 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// The open-socket callback: applies the veto, then opens the socket as libcurl would.
     func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        assertOnFetchQueue()
         if let addressPolicy {
             // `addr` is followed by enough storage for the whole address (IPv6 included), so
             // point at it in place instead of copying the 16-byte `struct sockaddr`.
@@ -294,6 +311,7 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// The error for libcurl's result, or nil for a complete 2xx response.
     func error(for result: CURLcode, status: Int, configuration: WorkerConfiguration.Fetch) -> JobError? {
+        assertOnFetchQueue()
         if result == CURLE_OK {
             guard status > 0 else { return JobError(.connectFailed, "the origin sent no HTTP response") }
             guard (200...299).contains(status) else { return .httpStatus(status) }
