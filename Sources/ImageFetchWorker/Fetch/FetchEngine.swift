@@ -34,7 +34,7 @@ package final class FetchEngine: Sendable {
     ///   - configuration: the limits applied to every transfer.
     ///   - addressPolicy: called from the open-socket callback with each resolved address before
     ///     connect; return nil to allow, or a short class name to veto
-    ///     (→ `JobError(.forbiddenAddress, "refused to connect to a <class> address")`).
+    ///     (→ ``FetchError/addressRefused(addressClass:)``).
     ///     nil allows every address.
     ///   - maxConnections: the size of the connection cache (`CURLMOPT_MAXCONNECTS`); give at
     ///     least the number of concurrent transfers so that keep-alive connections survive.
@@ -84,7 +84,7 @@ package final class FetchEngine: Sendable {
     /// has one (several small responses to a block), else on the fetch queue, where it must not
     /// block (hop to another queue for real work).
     ///
-    /// After ``shutdown()`` the completion gets `.aborted` at once.
+    /// After ``shutdown()`` the completion gets ``FetchError/aborted`` at once.
     @discardableResult
     package func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -95,13 +95,13 @@ package final class FetchEngine: Sendable {
         return FetchTicket(id: id)
     }
 
-    /// Aborts one transfer; its completion gets error code `.aborted`. Does nothing if it has
+    /// Aborts one transfer; its completion gets ``FetchError/aborted``. Does nothing if it has
     /// already completed.
     package func cancel(_ ticket: FetchTicket) {
         loop.send(.cancel(ticket.id))
     }
 
-    /// Aborts all transfers (drain deadline); each completion gets `.aborted`.
+    /// Aborts all transfers (drain deadline); each completion gets ``FetchError/aborted``.
     package func cancelAll() {
         loop.send(.cancelAll)
     }

@@ -131,7 +131,7 @@ final class FetchLoop: @unchecked Sendable {
         active.add(1, ordering: .relaxed)
         if !send(.start(transfer)) {
             queue.async {
-                self.complete(transfer, FetchResponse(error: Self.abortedError))
+                self.complete(transfer, FetchResponse(failure: .aborted))
                 self.deliverFinished()
             }
         }
@@ -157,8 +157,6 @@ final class FetchLoop: @unchecked Sendable {
     }
 
     // MARK: Fetch queue
-
-    static let abortedError = JobError(.aborted, "the transfer was aborted")
 
     /// The loop; returns after a shutdown command, with every transfer completed.
     private func run() {
@@ -204,7 +202,7 @@ final class FetchLoop: @unchecked Sendable {
             switch command {
             case .start(let transfer):
                 if stopping {
-                    complete(transfer, FetchResponse(error: Self.abortedError))
+                    complete(transfer, FetchResponse(failure: .aborted))
                 } else {
                     begin(transfer)
                 }
@@ -232,14 +230,14 @@ final class FetchLoop: @unchecked Sendable {
     private func begin(_ transfer: FetchTransfer) {
         assertOnFetchQueue()
         if let hostGuard = transfer.hostGuard, let refusal = hostGuard.refusal(forURL: transfer.request.url) {
-            complete(transfer, FetchResponse(error: refusal))
+            complete(transfer, FetchResponse(failure: refusal))
             return
         }
         let easy: CurlEasyHandle
         do {
             easy = try pool.take()
         } catch {
-            complete(transfer, FetchResponse(error: Self.setupError(error)))
+            complete(transfer, FetchResponse(failure: FetchError(setup: error)))
             return
         }
         transfer.easy = easy
@@ -249,19 +247,10 @@ final class FetchLoop: @unchecked Sendable {
             try multi.add(easy)
         } catch {
             release(easy, of: transfer)
-            complete(transfer, FetchResponse(error: Self.setupError(error)))
+            complete(transfer, FetchResponse(failure: FetchError(setup: error)))
             return
         }
         running[transfer.id] = transfer
-    }
-
-    private static func setupError(_ error: CurlError) -> JobError {
-        switch error {
-        case .easy(CURLE_URL_MALFORMAT): return JobError(.invalidURL, "the URL is malformed")
-        case .easy(CURLE_UNSUPPORTED_PROTOCOL):
-            return JobError(.unsupportedScheme, "the URL used a scheme other than http or https")
-        default: return JobError(.connectFailed, "the transfer could not be set up: \(error.reason)")
-        }
     }
 
     /// Removes a transfer from the multi handle, gathers its outcome and completes it.
@@ -293,11 +282,11 @@ final class FetchLoop: @unchecked Sendable {
             ttfbMs: Self.ms(easy, CURLINFO_STARTTRANSFER_TIME_T),
             totalMs: Self.ms(easy, CURLINFO_TOTAL_TIME_T))
         if aborted {
-            response.error = Self.abortedError
+            response.failure = .aborted
         } else {
-            response.error = transfer.error(for: result, status: status, configuration: configuration)
+            response.failure = transfer.failure(for: result, status: status, maxRedirects: configuration.maxRedirects)
         }
-        if response.error == nil {
+        if response.failure == nil {
             // A body without a Content-Length is complete only now.
             transfer.bodyComplete()
             response.body = transfer.takeBody()

@@ -4,7 +4,7 @@ package enum BodyVerdict: Sendable {
     case needMore
     /// The body is acceptable; stop inspecting and receive the rest.
     case accept
-    /// Abort the transfer; the response carries this error.
+    /// Abort the transfer; the response carries this error (``FetchError/rejected(_:)``).
     case reject(JobError)
 }
 

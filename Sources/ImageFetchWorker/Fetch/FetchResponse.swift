@@ -39,15 +39,16 @@ package struct FetchResponse: Sendable {
     package var redirects: Int
     /// Phase timings, if the transfer was started.
     package var timings: FetchTimings?
-    /// The body; empty when ``error`` is set.
+    /// The body; empty when ``failure`` is set.
     package var body: [UInt8]
-    /// nil means a 2xx response with a complete body that the inspector did not reject.
-    package var error: JobError?
+    /// nil means a 2xx response with a complete body that the inspector did not reject. The
+    /// engine's own reason; callers map it to a `JobError` where they report (`error`).
+    package var failure: FetchError?
 
     /// Creates a response.
     package init(
         httpStatus: Int? = nil, contentType: String? = nil, finalURL: String? = nil, redirects: Int = 0,
-        timings: FetchTimings? = nil, body: [UInt8] = [], error: JobError? = nil
+        timings: FetchTimings? = nil, body: [UInt8] = [], failure: FetchError? = nil
     ) {
         self.httpStatus = httpStatus
         self.contentType = contentType
@@ -55,7 +56,7 @@ package struct FetchResponse: Sendable {
         self.redirects = redirects
         self.timings = timings
         self.body = body
-        self.error = error
+        self.failure = failure
     }
 }
 

@@ -57,7 +57,7 @@ final class FetchTransfer: @unchecked Sendable {
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
-    private(set) var abortReason: JobError?
+    private(set) var abortReason: FetchError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
     private(set) var vetoedClass: String?
 
@@ -138,7 +138,7 @@ final class FetchTransfer: @unchecked Sendable {
             inspect = inspecting
         }
         if body.count + count > maxBytes {
-            abortReason = JobError(.tooLarge, "the body is larger than \(maxBytes) bytes")
+            abortReason = .tooLarge(limit: maxBytes, declared: false)
             return .abort
         }
         body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
@@ -150,7 +150,7 @@ final class FetchTransfer: @unchecked Sendable {
                 phase.inspected()
             case .reject(let error):
                 phase.inspected()
-                abortReason = error
+                abortReason = .rejected(error)
                 return .abort
             }
         }
@@ -230,7 +230,7 @@ final class FetchTransfer: @unchecked Sendable {
     }
 
     /// The host checks of a redirect target (``HostGuard``), resolved against the current URL.
-    private func redirectHostProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+    private func redirectHostProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         guard let hostGuard, let current = easy?.string(CURLINFO_EFFECTIVE_URL) else { return nil }
         return hostGuard.redirectProblem(from: current, to: location)
     }
@@ -238,9 +238,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// Why a redirect target (a `Location` value) is refused: longer than ``URLPolicy/maxLength``,
     /// or user info in its authority. Relative targets keep the checked host. The scheme is left to
     /// libcurl, which refuses anything but http and https (`unsupported_scheme`).
-    static func redirectProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+    static func redirectProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         if location.count > URLPolicy.maxLength {
-            return JobError(.invalidURL, "a redirect target is longer than \(URLPolicy.maxLength) bytes")
+            return .redirectRefused(.tooLong)
         }
         let slash = UInt8(ascii: "/")
         var index = location.startIndex
@@ -261,7 +261,7 @@ final class FetchTransfer: @unchecked Sendable {
             byte != slash && byte != UInt8(ascii: "?") && byte != UInt8(ascii: "#")
         }
         if authority.contains(UInt8(ascii: "@")) {
-            return JobError(.invalidURL, "a redirect target contains user info, which is not allowed")
+            return .redirectRefused(.userInfo)
         }
         return nil
     }
@@ -309,14 +309,14 @@ final class FetchTransfer: @unchecked Sendable {
 
     // MARK: Outcome
 
-    /// The error for libcurl's result, or nil for a complete 2xx response.
-    func error(for result: CURLcode, status: Int, configuration: WorkerConfiguration.Fetch) -> JobError? {
+    /// Why the transfer failed, given libcurl's result, or nil for a complete 2xx response.
+    func failure(for result: CURLcode, status: Int, maxRedirects: Int) -> FetchError? {
         assertOnFetchQueue()
         if result == CURLE_OK {
-            guard status > 0 else { return JobError(.connectFailed, "the origin sent no HTTP response") }
+            guard status > 0 else { return .connectFailed(.noResponse) }
             guard (200...299).contains(status) else { return .httpStatus(status) }
             if request.method == .get, let declared = contentLength, Int64(body.count) < declared {
-                return JobError(.truncated, "the body ended after \(body.count) of \(declared) bytes")
+                return .truncated(received: body.count, declared: declared)
             }
             return nil
         }
@@ -324,44 +324,11 @@ final class FetchTransfer: @unchecked Sendable {
             return abortReason
         }
         if let vetoedClass, result == CURLE_COULDNT_CONNECT {
-            return JobError(.forbiddenAddress, "refused to connect to a \(vetoedClass) address")
+            return .addressRefused(addressClass: vetoedClass)
         }
-        switch result {
-        case CURLE_COULDNT_RESOLVE_HOST:
-            return JobError(.dnsFailure, "the host name did not resolve")
-        case CURLE_COULDNT_CONNECT:
-            return JobError(.connectFailed, "the connection was refused or failed")
-        case CURLE_SEND_ERROR:
-            return JobError(.connectFailed, "the connection failed while sending")
-        case CURLE_RECV_ERROR:
-            return JobError(.connectFailed, "the connection failed while receiving")
-        case CURLE_GOT_NOTHING:
-            return JobError(.connectFailed, "the origin closed the connection without a response")
-        case CURLE_OPERATION_TIMEDOUT:
-            return JobError(.timeout, "the transfer timed out (connect, total or low-speed limit)")
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
-            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
-            CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED,
-            CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
-            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
-            return JobError(.tlsFailure, "the TLS handshake or certificate check failed")
-        case CURLE_TOO_MANY_REDIRECTS:
-            return JobError(.tooManyRedirects, "more than \(configuration.maxRedirects) redirects")
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            return JobError(.unsupportedScheme, "the URL or a redirect used a scheme other than http or https")
-        case CURLE_FILESIZE_EXCEEDED:
-            return JobError(.tooLarge, "the declared Content-Length is larger than \(maxBytes) bytes")
-        case CURLE_PARTIAL_FILE:
-            if status >= 400 { return .httpStatus(status) }
-            if let declared = contentLength {
-                return JobError(.truncated, "the body ended after \(body.count) of \(declared) bytes")
-            }
-            return JobError(.truncated, "the connection closed before the body was complete")
-        case CURLE_URL_MALFORMAT:
-            return JobError(.invalidURL, "the URL is malformed")
-        default:
-            return JobError(.connectFailed, "the transfer failed: \(String(cString: curl_easy_strerror(result)))")
-        }
+        return FetchError(
+            curlCode: result, status: status, declaredLength: contentLength, received: body.count,
+            maxRedirects: maxRedirects, maxBytes: maxBytes)
     }
 
     // MARK: Header parsing, without Foundation or allocation

@@ -103,8 +103,10 @@ extension Worker {
         // Completions arrive on the work queue, several small ones to a block.
         let fetchSpan = context.trace.fetch(url: url)
         fetchEngine.fetch(request) { response in
-            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: response.error?.code.rawValue)
-            self.fetched(context, job: job, response: response)
+            // The pipeline's edge: the engine's failure becomes a result code here, once.
+            let error = response.failure.map(JobError.init)
+            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
+            self.fetched(context, job: job, response: response, error: error)
         }
     }
 
@@ -142,9 +144,10 @@ extension Worker {
 
     // MARK: - Fetched (work queue)
 
-    private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
+    private func fetched(_ context: JobContext, job: Job, response: FetchResponse, error: JobError?) {
         if let slot = context.slot {
-            admission.finished(slot, outcome: Self.originOutcome(response, maxRetryAfter: configuration.scheduler.maxRetryAfter))
+            admission.finished(slot, outcome: Self.originOutcome(
+                response, error: error, maxRetryAfter: configuration.scheduler.maxRetryAfter))
         }
         if let timings = response.timings {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
@@ -153,7 +156,7 @@ extension Worker {
             originMetrics.overloadResponse(status: status)
         }
         if !response.body.isEmpty { stats.metrics.fetchedBytes.increment(by: response.body.count) }
-        if let error = response.error {
+        if let error {
             releaseSlot(context)
             if error.code == .aborted {
                 handBack(context)
@@ -200,8 +203,11 @@ extension Worker {
         }
     }
 
-    /// What a fetch tells the scheduler about its origin.
-    static func originOutcome(_ response: FetchResponse, maxRetryAfter: Double) -> OriginScheduler<JobContext>.FetchOutcome {
+    /// What a fetch tells the scheduler about its origin; `error` is the response's failure as a
+    /// result code.
+    static func originOutcome(
+        _ response: FetchResponse, error: JobError?, maxRetryAfter: Double
+    ) -> OriginScheduler<JobContext>.FetchOutcome {
         if let status = response.httpStatus, status > 0 {
             let timings = response.timings
             // The origin's own time: first byte after the connection (and TLS) was set up.
@@ -211,7 +217,7 @@ extension Worker {
             return .response(status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
                              durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfter)
         }
-        switch response.error?.code {
+        switch error?.code {
         case .connectFailed?, .timeout?:
             return .connectFailure(durationNanoseconds: UInt64((response.timings?.totalMs ?? 0) * 1e6))
         default:
