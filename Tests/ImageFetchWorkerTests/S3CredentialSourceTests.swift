@@ -84,7 +84,7 @@ import Testing
         #expect(credentials.secretAccessKey == "s&cret")
         #expect(credentials.expiration != nil)
         #expect(!credentials.description.contains("s&cret") && !credentials.description.contains("tok"))
-        let refused = CredentialRequests.parse(FetchResponse(httpStatus: 403, error: .httpStatus(403)), for: source)
+        let refused = CredentialRequests.parse(FetchResponse(httpStatus: 403, failure: .httpStatus(403)), for: source)
         #expect(throws: ConfigProblem.self) { try refused.get() }
     }
 }

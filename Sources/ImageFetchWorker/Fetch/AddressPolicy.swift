@@ -48,17 +48,17 @@
 ///   matched against the address as connected. For an IPv4-mapped address the embedded IPv4
 ///   address is also matched, so `127.0.0.1/32` allows both `127.0.0.1` and `::ffff:127.0.0.1`.
 ///   NAT64 and the other embedded forms are matched only as IPv6 addresses.
-public struct AddressPolicy: Sendable {
+package struct AddressPolicy: Sendable {
     /// Whether the deny list is lifted entirely.
-    public var allowPrivateNetworks: Bool
+    package var allowPrivateNetworks: Bool
     /// Networks allowed even though the deny list covers them.
-    public var allowedNetworks: [CIDR]
+    package var allowedNetworks: [CIDR]
 
     /// Creates a policy.
     /// - Parameters:
     ///   - allowPrivateNetworks: `fetch.allow_private_networks`; `true` allows every address.
     ///   - allowedNetworks: `fetch.allowed_networks`, already parsed.
-    public init(allowPrivateNetworks: Bool, allowedNetworks: [CIDR]) {
+    package init(allowPrivateNetworks: Bool, allowedNetworks: [CIDR]) {
         self.allowPrivateNetworks = allowPrivateNetworks
         self.allowedNetworks = allowedNetworks
     }
@@ -66,7 +66,7 @@ public struct AddressPolicy: Sendable {
     /// `nil` when a connection to `address` is allowed; otherwise a short name of the address
     /// class that denies it, such as `"loopback"`, `"private"` or `"IPv4-mapped IPv6 (private)"`.
     /// The name is safe to put in an error message.
-    public func deniedClass(of address: IPAddress) -> String? {
+    package func deniedClass(of address: IPAddress) -> String? {
         if self.allowPrivateNetworks { return nil }
         if self.allowedNetworks.contains(where: { $0.contains(address) }) { return nil }
         if let mapped = address.ipv4Mapped,
@@ -80,13 +80,13 @@ public struct AddressPolicy: Sendable {
     /// The `forbidden_address` error for `address`, or `nil` when the connection is allowed.
     ///
     /// The message names the address class, never the URL or the address itself.
-    public func check(_ address: IPAddress) -> JobError? {
+    package func check(_ address: IPAddress) -> JobError? {
         guard let denied = self.deniedClass(of: address) else { return nil }
         return JobError(.forbiddenAddress, "the connection would go to a \(denied) address, which is not allowed")
     }
 
     /// The class of a non-public address, or `nil` for a public one, ignoring any exceptions.
-    public static func nonPublicClass(of address: IPAddress) -> String? {
+    package static func nonPublicClass(of address: IPAddress) -> String? {
         switch address {
         case .v4(let value):
             return v4Class(value)
@@ -97,7 +97,7 @@ public struct AddressPolicy: Sendable {
 
     /// The IPv4 address embedded in an IPv6 address of one of the transition forms (IPv4-mapped,
     /// IPv4-compatible, NAT64 `64:ff9b::/96`, 6to4, Teredo client), or `nil`.
-    public static func embeddedIPv4(in address: IPAddress) -> UInt32? {
+    package static func embeddedIPv4(in address: IPAddress) -> UInt32? {
         guard case .v6(let value) = address else { return nil }
         let low32 = UInt32(truncatingIfNeeded: value)
         if value >> 32 == 0xFFFF || (value >> 32 == 0 && value > 1) { return low32 }

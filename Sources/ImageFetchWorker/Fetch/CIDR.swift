@@ -3,18 +3,18 @@
 /// Used for `fetch.allowed_networks` and for the built-in deny list. A network only contains
 /// addresses of its own family: `127.0.0.0/8` does not contain `::ffff:127.0.0.1` (see
 /// ``AddressPolicy`` for how IPv4-mapped addresses are matched against IPv4 entries).
-public struct CIDR: Sendable, Hashable, CustomStringConvertible {
+package struct CIDR: Sendable, Hashable, CustomStringConvertible {
     /// The network address, with every bit past ``prefixLength`` cleared.
-    public var address: IPAddress
+    package var address: IPAddress
     /// Leading bits that must match: 0…32 for IPv4, 0…128 for IPv6.
-    public var prefixLength: Int
+    package var prefixLength: Int
 
     /// Parses `address/prefix`, or a bare address meaning a single host (`/32` or `/128`).
     ///
     /// The address must be a strict literal (see ``IPAddress/init(_:)``); the prefix is plain
     /// decimal within the family's range. Host bits set past the prefix (`10.1.2.3/8`) are
     /// cleared, as most tools do, so `10.1.2.3/8` means `10.0.0.0/8`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = IPAddress(String(parts[0])) else { return nil }
         let maxLength = address.isV4 ? 32 : 128
@@ -45,7 +45,7 @@ public struct CIDR: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether `a` lies inside this network. Addresses of the other family never do.
-    public func contains(_ a: IPAddress) -> Bool {
+    package func contains(_ a: IPAddress) -> Bool {
         switch (self.address, a) {
         case (.v4(let network), .v4(let value)):
             return value & CIDR.mask32(self.prefixLength) == network
@@ -57,7 +57,7 @@ public struct CIDR: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `address/prefixLength`, with the address in canonical form.
-    public var description: String { "\(self.address)/\(self.prefixLength)" }
+    package var description: String { "\(self.address)/\(self.prefixLength)" }
 
     static func mask32(_ length: Int) -> UInt32 {
         length <= 0 ? 0 : UInt32.max << (32 - min(length, 32))

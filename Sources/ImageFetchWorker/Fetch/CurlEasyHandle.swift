@@ -98,3 +98,11 @@ final class CurlEasyHandle {
         return ifw_easy_getinfo_pointer(raw, info, &value) == CURLE_OK ? value : nil
     }
 }
+
+/// Reads `CURLINFO_PRIVATE` from a bare easy handle pointer, as `curl_multi_info_read` returns it.
+enum CurlEasyHandleRef {
+    static func transferPointer(_ handle: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        var value: UnsafeMutableRawPointer? = nil
+        return ifw_easy_getinfo_pointer(handle, CURLINFO_PRIVATE, &value) == CURLE_OK ? value : nil
+    }
+}

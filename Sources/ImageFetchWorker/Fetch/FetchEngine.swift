@@ -20,7 +20,7 @@ import Darwin
 /// All methods may be called from any thread. Inspectors and the address policy run on the fetch
 /// queue, one at a time; they must be quick and must not block. Completions run there too, unless
 /// the engine was given a completion queue.
-public final class FetchEngine: Sendable {
+package final class FetchEngine: Sendable {
     private let loop: FetchLoop
     private let nextID = Atomic<UInt64>(1)
     private let maxBytes: Int
@@ -34,7 +34,7 @@ public final class FetchEngine: Sendable {
     ///   - configuration: the limits applied to every transfer.
     ///   - addressPolicy: called from the open-socket callback with each resolved address before
     ///     connect; return nil to allow, or a short class name to veto
-    ///     (→ `JobError(.forbiddenAddress, "refused to connect to a <class> address")`).
+    ///     (→ ``FetchError/addressRefused(addressClass:)``).
     ///     nil allows every address.
     ///   - maxConnections: the size of the connection cache (`CURLMOPT_MAXCONNECTS`); give at
     ///     least the number of concurrent transfers so that keep-alive connections survive.
@@ -46,7 +46,7 @@ public final class FetchEngine: Sendable {
     ///     the kernel's socket buffers instead of in memory (see `BodyBacklog`). nil: no limit.
     ///   - runBatch: wraps each block of completions on `completionQueue` (the worker gathers
     ///     the wake-ups of a block there, see `CompletionBatch`); by default it just runs it.
-    public init(
+    package init(
         configuration: WorkerConfiguration.Fetch,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?,
         maxConnections: Int = 1024,
@@ -74,35 +74,35 @@ public final class FetchEngine: Sendable {
     /// The worker's `maxWaitingBodies`: enough complete bodies to keep the work queue busy for
     /// tens of milliseconds while the loop resumes more, so the limit costs no throughput; beyond
     /// it, waiting bodies only cost memory. It only comes into play above concurrency 256.
-    public static let defaultMaxWaitingBodies = 256
+    package static let defaultMaxWaitingBodies = 256
 
     /// With a completion queue, the completions of one turn of the event loop whose bodies are at
     /// most this many bytes run together in one block; a larger body gets a block of its own.
-    public static let batchedCompletionBodyLimit = FetchLoop.sharedBlockBodyLimit
+    package static let batchedCompletionBodyLimit = FetchLoop.sharedBlockBodyLimit
 
     /// Starts a transfer; `completion` runs exactly once: on the engine's completion queue when it
     /// has one (several small responses to a block), else on the fetch queue, where it must not
     /// block (hop to another queue for real work).
     ///
-    /// After ``shutdown()`` the completion gets `.aborted` at once.
+    /// After ``shutdown()`` the completion gets ``FetchError/aborted`` at once.
     @discardableResult
-    public func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket {
+    package func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let transfer = FetchTransfer(
-            id: id, request: request, maxBytes: maxBytes, addressPolicy: addressPolicy, hostGuard: hostGuard,
-            completion: completion)
+            id: id, request: request, queue: loop.queue, maxBytes: maxBytes, addressPolicy: addressPolicy,
+            hostGuard: hostGuard, completion: completion)
         loop.submit(transfer)
         return FetchTicket(id: id)
     }
 
-    /// Aborts one transfer; its completion gets error code `.aborted`. Does nothing if it has
+    /// Aborts one transfer; its completion gets ``FetchError/aborted``. Does nothing if it has
     /// already completed.
-    public func cancel(_ ticket: FetchTicket) {
+    package func cancel(_ ticket: FetchTicket) {
         loop.send(.cancel(ticket.id))
     }
 
-    /// Aborts all transfers (drain deadline); each completion gets `.aborted`.
-    public func cancelAll() {
+    /// Aborts all transfers (drain deadline); each completion gets ``FetchError/aborted``.
+    package func cancelAll() {
         loop.send(.cancelAll)
     }
 
@@ -111,7 +111,7 @@ public final class FetchEngine: Sendable {
     /// Returns once every completion has run (with a completion queue: has been handed to it),
     /// except when called on the fetch queue (from a completion), where it cannot wait for
     /// itself; the loop then stops right after.
-    public func shutdown() {
+    package func shutdown() {
         loop.send(.shutdown)
         if !loop.isOnLoopThread {
             loop.exited.wait()
@@ -119,18 +119,18 @@ public final class FetchEngine: Sendable {
     }
 
     /// Transfers started and not yet completed.
-    public var activeTransfers: Int {
+    package var activeTransfers: Int {
         loop.active.load(ordering: .relaxed)
     }
 
     /// Complete bodies waiting for the completion queue, as the flow control counts them
     /// (`maxWaitingBodies`); 0 without it.
-    public var waitingBodies: Int {
+    package var waitingBodies: Int {
         loop.backlogCounts.waiting
     }
 
     /// Transfers paused ahead of their body by the flow control right now; 0 without it.
-    public var pausedTransfers: Int {
+    package var pausedTransfers: Int {
         loop.backlogCounts.paused
     }
 }

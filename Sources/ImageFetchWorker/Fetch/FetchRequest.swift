@@ -1,10 +1,10 @@
 /// What an ``FetchRequest/inspector`` decides after looking at the body received so far.
-public enum BodyVerdict: Sendable {
+package enum BodyVerdict: Sendable {
     /// Keep receiving and call the inspector again after the next chunk.
     case needMore
     /// The body is acceptable; stop inspecting and receive the rest.
     case accept
-    /// Abort the transfer; the response carries this error.
+    /// Abort the transfer; the response carries this error (``FetchError/rejected(_:)``).
     case reject(JobError)
 }
 
@@ -12,9 +12,9 @@ public enum BodyVerdict: Sendable {
 ///
 /// The engine applies the limits of `WorkerConfiguration.Fetch` (timeouts, body size, redirects,
 /// user agent) to every request; a request only says what to fetch and how.
-public struct FetchRequest: Sendable {
+package struct FetchRequest: Sendable {
     /// The HTTP method.
-    public enum Method: String, Sendable {
+    package enum Method: String, Sendable {
         case get = "GET"
         case put = "PUT"
         case post = "POST"
@@ -22,34 +22,34 @@ public struct FetchRequest: Sendable {
     }
 
     /// The absolute `http` or `https` URL. Never logged, never put into error messages.
-    public var url: String
+    package var url: String
     /// The method; redirects are followed for GET and HEAD only.
-    public var method: Method = .get
+    package var method: Method = .get
     /// Extra request headers, each `"Name: value"`.
-    public var headers: [String] = []
+    package var headers: [String] = []
     /// The request body for PUT and POST. It is copied into libcurl, which also lets
     /// ``awsSigV4`` sign the payload.
-    public var uploadBody: [UInt8]? = nil
+    package var uploadBody: [UInt8]? = nil
     /// `CURLOPT_AWS_SIGV4`, for example `"aws:amz:REGION:s3"`.
-    public var awsSigV4: String? = nil
+    package var awsSigV4: String? = nil
     /// `CURLOPT_USERPWD`, for SigV4 `"key:secret"`. Never logged.
-    public var userPassword: String? = nil
+    package var userPassword: String? = nil
     /// Called on the fetch queue with the whole body received so far, after each chunk, until it
     /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(_:)`` aborts the
     /// transfer with that error. Used for the early `too_many_pixels` check.
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.
-    public var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil
+    package var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil
     /// Apply the connect-time address veto, and the host lists and redirect host checks of
     /// ``HostGuard`` (false for a configured S3 endpoint).
     ///
     /// A transfer that skips the veto never shares its connections with transfers that apply it,
     /// so such transfers do not reuse connections. Give an S3 sink its own ``FetchEngine`` with no
     /// address policy if it needs keep-alive.
-    public var checkAddresses: Bool = true
+    package var checkAddresses: Bool = true
 
     /// A GET of `url`.
-    public init(url: String) {
+    package init(url: String) {
         self.url = url
     }
 }

@@ -26,28 +26,29 @@ public struct FetchTimings: Sendable, Equatable {
 }
 
 /// The outcome of one ``FetchRequest``.
-public struct FetchResponse: Sendable {
+package struct FetchResponse: Sendable {
     /// The final HTTP status, if a response came.
-    public var httpStatus: Int?
+    package var httpStatus: Int?
     /// The declared Content-Type of the final response.
-    public var contentType: String?
+    package var contentType: String?
     /// The final response's `Retry-After` header as sent, for a 429 or 503 (see `RetryAfter`).
-    public var retryAfter: String?
+    package var retryAfter: String?
     /// The URL after redirects.
-    public var finalURL: String?
+    package var finalURL: String?
     /// How many redirects were followed.
-    public var redirects: Int
+    package var redirects: Int
     /// Phase timings, if the transfer was started.
-    public var timings: FetchTimings?
-    /// The body; empty when ``error`` is set.
-    public var body: [UInt8]
-    /// nil means a 2xx response with a complete body that the inspector did not reject.
-    public var error: JobError?
+    package var timings: FetchTimings?
+    /// The body; empty when ``failure`` is set.
+    package var body: [UInt8]
+    /// nil means a 2xx response with a complete body that the inspector did not reject. The
+    /// engine's own reason; callers map it to a `JobError` where they report (`error`).
+    package var failure: FetchError?
 
     /// Creates a response.
-    public init(
+    package init(
         httpStatus: Int? = nil, contentType: String? = nil, finalURL: String? = nil, redirects: Int = 0,
-        timings: FetchTimings? = nil, body: [UInt8] = [], error: JobError? = nil
+        timings: FetchTimings? = nil, body: [UInt8] = [], failure: FetchError? = nil
     ) {
         self.httpStatus = httpStatus
         self.contentType = contentType
@@ -55,12 +56,12 @@ public struct FetchResponse: Sendable {
         self.redirects = redirects
         self.timings = timings
         self.body = body
-        self.error = error
+        self.failure = failure
     }
 }
 
 /// Identifies a transfer started by ``FetchEngine/fetch(_:completion:)``, for
 /// ``FetchEngine/cancel(_:)``.
-public struct FetchTicket: Sendable, Hashable {
+package struct FetchTicket: Sendable, Hashable {
     let id: UInt64
 }

@@ -1,5 +1,6 @@
 import CCurl
 import CShims
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -18,10 +19,13 @@ import Darwin
 /// and handed to the fetch queue through the engine's locked inbox. From then on it is touched
 /// only on the fetch queue (libcurl calls the callbacks from `curl_multi_perform`, which runs only
 /// there), until the loop hands it to the completion queue, which only reads what no longer
-/// changes by then (``completion``, ``countsInBacklog``).
+/// changes by then (``completion``, ``phase``). Debug builds check the queue where the loop and
+/// libcurl enter (``assertOnFetchQueue()``).
 final class FetchTransfer: @unchecked Sendable {
     let id: UInt64
     let request: FetchRequest
+    /// The engine's fetch queue, for the confinement checks of debug builds.
+    let queue: DispatchQueue
     let completion: @Sendable (FetchResponse) -> Void
     /// `fetch.max_bytes`.
     let maxBytes: Int
@@ -35,10 +39,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// The loop running the transfer when it applies body flow control (``BodyBacklog``); set by
     /// the loop when the transfer starts, cleared when it ends.
     var loop: FetchLoop?
-    /// Paused by the loop's flow control before its body, waiting to be resumed.
-    var pausedForBacklog = false
-    /// The body counts in the loop's ``BodyBacklog`` as complete, until its completion is taken.
-    private(set) var countsInBacklog = false
+    /// Where the current response's body is: dropped, paused by the flow control, kept,
+    /// inspected, complete.
+    private(set) var phase = BodyPhase.awaitingBody
     /// `CURLOPT_HTTPHEADER`; lives as long as the easy handle points at it.
     var headerList: CurlStringList?
 
@@ -53,17 +56,8 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var retryAfter: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
-    /// Whether the first body chunk of the current response has been seen.
-    private var responseChecked = false
-    /// Whether the kept body was let in by the loop's flow control (or needs none).
-    private var bodyAdmitted = false
-    /// The current response is not 2xx: its body is counted but not kept.
-    private var discarding = false
-    private var discardedBytes = 0
-    /// Whether the inspector still wants to see the body.
-    private var inspecting: Bool
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
-    private(set) var abortReason: JobError?
+    private(set) var abortReason: FetchError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
     private(set) var vetoedClass: String?
 
@@ -71,17 +65,23 @@ final class FetchTransfer: @unchecked Sendable {
     static let discardLimit = 64 * 1024
 
     init(
-        id: UInt64, request: FetchRequest, maxBytes: Int,
+        id: UInt64, request: FetchRequest, queue: DispatchQueue, maxBytes: Int,
         addressPolicy: (@Sendable (UnsafePointer<sockaddr>) -> String?)?, hostGuard: HostGuard? = nil,
         completion: @escaping @Sendable (FetchResponse) -> Void
     ) {
         self.id = id
         self.request = request
+        self.queue = queue
         self.maxBytes = maxBytes
         self.addressPolicy = request.checkAddresses ? addressPolicy : nil
         self.hostGuard = request.checkAddresses ? hostGuard : nil
         self.completion = completion
-        self.inspecting = request.inspector != nil
+    }
+
+    /// Traps in debug builds when not on the fetch queue; compiled out of release builds.
+    @inline(__always)
+    func assertOnFetchQueue() {
+        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
     }
 
     /// The pointer handed to libcurl as user data.
@@ -95,6 +95,7 @@ final class FetchTransfer: @unchecked Sendable {
 
     /// Hands the body over, leaving the transfer without one.
     func takeBody() -> [UInt8] {
+        assertOnFetchQueue()
         defer { body = [] }
         return body
     }
@@ -111,38 +112,45 @@ final class FetchTransfer: @unchecked Sendable {
         case pause
     }
 
-    /// The write callback: one chunk of the current response's body.
+    /// The write callback: one chunk of the current response's body. No queue check here: it
+    /// runs per chunk, inside `curl_multi_perform`, whose caller (the loop) is checked.
     func receive(_ data: UnsafePointer<UInt8>, count: Int) -> WriteOutcome {
-        if !responseChecked {
-            responseChecked = true
-            startBody()
-        }
-        if discarding {
-            discardedBytes += count
-            if discardedBytes > Self.discardLimit {
-                abortReason = .httpStatus(currentStatus)
-                return .abort
-            }
+        // The status is read only until the body's fate is known (the first chunk).
+        var status = 0
+        if case .awaitingBody = phase { status = currentStatus }
+        var inspect = false
+        switch phase.chunk(count: count, status: status, discardLimit: Self.discardLimit) {
+        case .drop:
             return .accepted
-        }
-        if !bodyAdmitted {
-            if let loop, !loop.admitBody(of: self) { return .pause }
+        case .stopDiscarding:
+            abortReason = .httpStatus(currentStatus)
+            return .abort
+        case .stayPaused:
+            return .pause
+        case .admit:
+            if let loop, !loop.admitBody(of: self) {
+                phase.pausedByFlowControl()
+                return .pause
+            }
             admitBody()
+            inspect = request.inspector != nil
+        case .keep(let inspecting):
+            inspect = inspecting
         }
         if body.count + count > maxBytes {
-            abortReason = JobError(.tooLarge, "the body is larger than \(maxBytes) bytes")
+            abortReason = .tooLarge(limit: maxBytes, declared: false)
             return .abort
         }
         body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
-        if inspecting, let inspector = request.inspector {
+        if inspect, let inspector = request.inspector {
             switch body.withUnsafeBytes(inspector) {
             case .needMore:
                 break
             case .accept:
-                inspecting = false
+                phase.inspected()
             case .reject(let error):
-                inspecting = false
-                abortReason = error
+                phase.inspected()
+                abortReason = .rejected(error)
                 return .abort
             }
         }
@@ -153,7 +161,8 @@ final class FetchTransfer: @unchecked Sendable {
     /// The kept body may come in: its buffer is reserved at the declared length. The loop calls
     /// this for a paused transfer just before resuming it.
     func admitBody() {
-        bodyAdmitted = true
+        assertOnFetchQueue()
+        phase.admitted(inspecting: request.inspector != nil)
         if let declared = contentLength, declared > 0 {
             body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
         }
@@ -162,27 +171,24 @@ final class FetchTransfer: @unchecked Sendable {
     /// The body is complete (all declared bytes, or the transfer ended): from now on it counts in
     /// the loop's backlog, once.
     func bodyComplete() {
-        guard !countsInBacklog, let loop else { return }
-        countsInBacklog = true
+        guard let loop, phase.bodyComplete() else { return }
         loop.bodyCompleted()
+    }
+
+    /// The transfer ends (the loop removes it); true when it was paused by the flow control.
+    func ended() -> Bool {
+        assertOnFetchQueue()
+        return phase.ended()
     }
 
     private var currentStatus: Int {
         easy?.long(CURLINFO_RESPONSE_CODE) ?? 0
     }
 
-    /// The first body byte of a response has arrived: its status is known. A 2xx body is kept,
-    /// once ``admitBody()`` has let it in.
-    private func startBody() {
-        let status = currentStatus
-        if !(200...299).contains(status) {
-            discarding = true
-        }
-    }
-
     /// The header callback: one header line (status line included, CRLF included). Returns false
     /// to abort the transfer (a redirect target that fails the URL checks).
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
+        assertOnFetchQueue()
         guard let first = line.first else { return true }
         switch first {
         case UInt8(ascii: "H"):
@@ -224,7 +230,7 @@ final class FetchTransfer: @unchecked Sendable {
     }
 
     /// The host checks of a redirect target (``HostGuard``), resolved against the current URL.
-    private func redirectHostProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+    private func redirectHostProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         guard let hostGuard, let current = easy?.string(CURLINFO_EFFECTIVE_URL) else { return nil }
         return hostGuard.redirectProblem(from: current, to: location)
     }
@@ -232,9 +238,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// Why a redirect target (a `Location` value) is refused: longer than ``URLPolicy/maxLength``,
     /// or user info in its authority. Relative targets keep the checked host. The scheme is left to
     /// libcurl, which refuses anything but http and https (`unsupported_scheme`).
-    static func redirectProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+    static func redirectProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         if location.count > URLPolicy.maxLength {
-            return JobError(.invalidURL, "a redirect target is longer than \(URLPolicy.maxLength) bytes")
+            return .redirectRefused(.tooLong)
         }
         let slash = UInt8(ascii: "/")
         var index = location.startIndex
@@ -255,7 +261,7 @@ final class FetchTransfer: @unchecked Sendable {
             byte != slash && byte != UInt8(ascii: "?") && byte != UInt8(ascii: "#")
         }
         if authority.contains(UInt8(ascii: "@")) {
-            return JobError(.invalidURL, "a redirect target contains user info, which is not allowed")
+            return .redirectRefused(.userInfo)
         }
         return nil
     }
@@ -275,14 +281,13 @@ final class FetchTransfer: @unchecked Sendable {
         contentType = nil
         contentLength = nil
         retryAfter = nil
-        responseChecked = false
-        discarding = false
-        discardedBytes = 0
+        phase.statusLine()
         if !body.isEmpty { body.removeAll(keepingCapacity: true) }
     }
 
     /// The open-socket callback: applies the veto, then opens the socket as libcurl would.
     func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        assertOnFetchQueue()
         if let addressPolicy {
             // `addr` is followed by enough storage for the whole address (IPv6 included), so
             // point at it in place instead of copying the 16-byte `struct sockaddr`.
@@ -304,13 +309,14 @@ final class FetchTransfer: @unchecked Sendable {
 
     // MARK: Outcome
 
-    /// The error for libcurl's result, or nil for a complete 2xx response.
-    func error(for result: CURLcode, status: Int, configuration: WorkerConfiguration.Fetch) -> JobError? {
+    /// Why the transfer failed, given libcurl's result, or nil for a complete 2xx response.
+    func failure(for result: CURLcode, status: Int, maxRedirects: Int) -> FetchError? {
+        assertOnFetchQueue()
         if result == CURLE_OK {
-            guard status > 0 else { return JobError(.connectFailed, "the origin sent no HTTP response") }
+            guard status > 0 else { return .connectFailed(.noResponse) }
             guard (200...299).contains(status) else { return .httpStatus(status) }
             if request.method == .get, let declared = contentLength, Int64(body.count) < declared {
-                return JobError(.truncated, "the body ended after \(body.count) of \(declared) bytes")
+                return .truncated(received: body.count, declared: declared)
             }
             return nil
         }
@@ -318,44 +324,11 @@ final class FetchTransfer: @unchecked Sendable {
             return abortReason
         }
         if let vetoedClass, result == CURLE_COULDNT_CONNECT {
-            return JobError(.forbiddenAddress, "refused to connect to a \(vetoedClass) address")
+            return .addressRefused(addressClass: vetoedClass)
         }
-        switch result {
-        case CURLE_COULDNT_RESOLVE_HOST:
-            return JobError(.dnsFailure, "the host name did not resolve")
-        case CURLE_COULDNT_CONNECT:
-            return JobError(.connectFailed, "the connection was refused or failed")
-        case CURLE_SEND_ERROR:
-            return JobError(.connectFailed, "the connection failed while sending")
-        case CURLE_RECV_ERROR:
-            return JobError(.connectFailed, "the connection failed while receiving")
-        case CURLE_GOT_NOTHING:
-            return JobError(.connectFailed, "the origin closed the connection without a response")
-        case CURLE_OPERATION_TIMEDOUT:
-            return JobError(.timeout, "the transfer timed out (connect, total or low-speed limit)")
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
-            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
-            CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED,
-            CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
-            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
-            return JobError(.tlsFailure, "the TLS handshake or certificate check failed")
-        case CURLE_TOO_MANY_REDIRECTS:
-            return JobError(.tooManyRedirects, "more than \(configuration.maxRedirects) redirects")
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            return JobError(.unsupportedScheme, "the URL or a redirect used a scheme other than http or https")
-        case CURLE_FILESIZE_EXCEEDED:
-            return JobError(.tooLarge, "the declared Content-Length is larger than \(maxBytes) bytes")
-        case CURLE_PARTIAL_FILE:
-            if status >= 400 { return .httpStatus(status) }
-            if let declared = contentLength {
-                return JobError(.truncated, "the body ended after \(body.count) of \(declared) bytes")
-            }
-            return JobError(.truncated, "the connection closed before the body was complete")
-        case CURLE_URL_MALFORMAT:
-            return JobError(.invalidURL, "the URL is malformed")
-        default:
-            return JobError(.connectFailed, "the transfer failed: \(String(cString: curl_easy_strerror(result)))")
-        }
+        return FetchError(
+            curlCode: result, status: status, declaredLength: contentLength, received: body.count,
+            maxRedirects: maxRedirects, maxBytes: maxBytes)
     }
 
     // MARK: Header parsing, without Foundation or allocation

@@ -51,8 +51,8 @@ final class HostGuard: @unchecked Sendable {
     /// The flags of libcurl 7.88's `Curl_follow` for a redirect.
     private static let redirectFlags = CURLU_URLENCODE | CURLU_ALLOW_SPACE
 
-    /// `host_not_allowed` (or `invalid_url`) for the first hop's URL; nil without host lists.
-    func refusal(forURL url: String) -> JobError? {
+    /// Why the first hop's URL is refused (its host list, or an invalid name); nil without host lists.
+    func refusal(forURL url: String) -> FetchError? {
         guard policy != nil else { return nil }
         guard parser.set(url, flags: CURLU_NON_SUPPORT_SCHEME), let host = parser.host else {
             return nil  // libcurl refuses it as well, with its own error
@@ -61,7 +61,7 @@ final class HostGuard: @unchecked Sendable {
     }
 
     /// Why the redirect from `current` (the effective URL) to `location` is refused, or nil.
-    func redirectProblem(from current: String, to location: UnsafeRawBufferPointer.SubSequence) -> JobError? {
+    func redirectProblem(from current: String, to location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         let target = String(decoding: location, as: UTF8.self)
         guard parser.set(current, flags: CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE),
             parser.set(target, flags: Self.redirectFlags), let host = parser.host
@@ -71,16 +71,15 @@ final class HostGuard: @unchecked Sendable {
         return check(host, redirect: true)
     }
 
-    private func check(_ host: String, redirect: Bool) -> JobError? {
+    private func check(_ host: String, redirect: Bool) -> FetchError? {
         var name = host
         if IDNA.needsConversion(host.utf8) {
             switch IDNA.toASCII(host) {
             case .success(let ascii): name = ascii
-            case .failure(let problem):
-                return JobError(.invalidURL, redirect ? "a redirect target: \(problem.message)" : problem.message)
+            case .failure(let problem): return .invalidHost(problem: problem.message, redirect: redirect)
             }
         }
         guard let policy, let refusal = policy.refusal(forHost: name) else { return nil }
-        return HostPolicy.error(refusal, redirect: redirect)
+        return .hostNotAllowed(refusal, redirect: redirect)
     }
 }

@@ -16,7 +16,7 @@ import Darwin
 /// (no octal, hex or short forms, no leading zeros) and RFC 4291 text for IPv6 (with `::` and an
 /// embedded dotted quad, but no zone index). The lenient `inet_aton` forms that browsers accept in
 /// URLs are handled by ``URLPolicy``, which normalises them before anything else sees them.
-public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
+package enum IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// An IPv4 address in host byte order: `127.0.0.1` is `0x7F00_0001`.
     case v4(UInt32)
     /// An IPv6 address in host byte order: `::1` is `1`, `2001:db8::` is `0x2001_0db8 << 96`.
@@ -28,7 +28,7 @@ public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// point at storage at least as large as `sockaddr_in` or `sockaddr_in6` for those families,
     /// which libcurl's `struct curl_sockaddr` guarantees. When the length is known, prefer
     /// ``init(sockaddr:length:)``.
-    public init?(sockaddr: UnsafePointer<sockaddr>) {
+    package init?(sockaddr: UnsafePointer<sockaddr>) {
         let raw = UnsafeRawPointer(sockaddr)
         switch Int32(sockaddr.pointee.sa_family) {
         case AF_INET:
@@ -52,7 +52,7 @@ public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
     ///
     /// Gives `nil` for families other than `AF_INET` and `AF_INET6`, and when `length` is too short
     /// for the family the address claims.
-    public init?(sockaddr: UnsafePointer<sockaddr>, length: Int) {
+    package init?(sockaddr: UnsafePointer<sockaddr>, length: Int) {
         // Every family understood here is at least as long as sockaddr_in, so the family field
         // can be read safely once that much is there.
         guard length >= MemoryLayout<sockaddr_in>.size else { return nil }
@@ -68,7 +68,7 @@ public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// Parses a textual address: a strict dotted quad (`192.0.2.1`) or IPv6 text (`2001:db8::1`,
     /// `::ffff:192.0.2.1`). Gives `nil` for anything else, including octal or hex IPv4 forms,
     /// brackets and zone indices (`fe80::1%eth0`).
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let bytes = Array(text.utf8)
         if bytes.contains(UInt8(ascii: ":")) {
             guard let value = IPAddress.parseV6(bytes[...]) else { return nil }
@@ -80,20 +80,20 @@ public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `true` for an IPv4 address.
-    public var isV4: Bool {
+    package var isV4: Bool {
         if case .v4 = self { return true }
         return false
     }
 
     /// The IPv4 address inside an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`); `nil` otherwise.
-    public var ipv4Mapped: UInt32? {
+    package var ipv4Mapped: UInt32? {
         guard case .v6(let value) = self, value >> 32 == 0xFFFF else { return nil }
         return UInt32(truncatingIfNeeded: value)
     }
 
     /// Canonical text: dotted quad for IPv4, RFC 5952 for IPv6 (lower case, the longest run of
     /// two or more zero groups shortened to `::`, IPv4-mapped addresses as `::ffff:a.b.c.d`).
-    public var description: String {
+    package var description: String {
         switch self {
         case .v4(let value):
             return IPAddress.dottedQuad(value)

@@ -24,16 +24,16 @@
 /// percent-encoded. The fragment is dropped, since it is never sent.
 ///
 /// Error messages name the problem, never the URL.
-public enum URLPolicy {
+package enum URLPolicy {
     /// The longest URL accepted, in bytes of UTF-8: 8 KiB.
-    public static let maxLength = 8192
+    package static let maxLength = 8192
 
     /// Checks `string` before any network use: absolute, `http` or `https` only (otherwise
     /// `unsupported_scheme`), has a host, no user info, at most ``maxLength`` bytes, no spaces or
     /// control characters (otherwise `invalid_url`).
     ///
     /// - Returns: the normalised URL, or the `invalid_url` / `unsupported_scheme` error.
-    public static func validate(_ string: String) -> Result<ValidatedURL, JobError> {
+    package static func validate(_ string: String) -> Result<ValidatedURL, JobError> {
         do {
             return .success(try parse(string))
         } catch {

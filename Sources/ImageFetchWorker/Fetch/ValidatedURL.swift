@@ -1,21 +1,21 @@
 /// A URL that passed ``URLPolicy/validate(_:)``, normalised into the form libcurl is given.
-public struct ValidatedURL: Sendable, Equatable {
+package struct ValidatedURL: Sendable, Equatable {
     /// The normalised URL handed to libcurl: lower-case scheme and host, IP literals in canonical
     /// form, no fragment, at least `/` as the path, path and query otherwise as given (non-ASCII
     /// bytes percent-encoded).
-    public var url: String
+    package var url: String
     /// `http` or `https`, lower case.
-    public var scheme: String
+    package var scheme: String
     /// The host, lower case. An IPv4 literal in any form `inet_aton` accepts is a dotted quad
     /// (`127.0.0.1`); an IPv6 literal keeps its brackets, in canonical form (`[::1]`), as in the URL.
-    public var host: String
+    package var host: String
     /// The port the URL names, if it names one (nil: the scheme's default).
-    public var port: Int?
+    package var port: Int?
     /// Whether the scheme is `https`.
-    public var isHTTPS: Bool
+    package var isHTTPS: Bool
 
     /// Creates a value; normally only ``URLPolicy`` does.
-    public init(url: String, scheme: String, host: String, port: Int? = nil, isHTTPS: Bool) {
+    package init(url: String, scheme: String, host: String, port: Int? = nil, isHTTPS: Bool) {
         self.url = url
         self.scheme = scheme
         self.host = host
@@ -27,7 +27,7 @@ public struct ValidatedURL: Sendable, Equatable {
     ///
     /// Lets a caller refuse an obviously forbidden target before any network use; the
     /// connect-time check in ``AddressPolicy`` stays the one that counts.
-    public var ipAddress: IPAddress? {
+    package var ipAddress: IPAddress? {
         if self.host.hasPrefix("[") && self.host.hasSuffix("]") {
             return IPAddress(String(self.host.dropFirst().dropLast()))
         }

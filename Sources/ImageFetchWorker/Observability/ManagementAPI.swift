@@ -132,7 +132,7 @@ public struct ManagementAPI: Sendable, CustomStringConvertible {
             done.signal()
         }
         done.wait()
-        return box.withLock { $0 } ?? FetchResponse(error: JobError(.connectFailed, "no response"))
+        return box.withLock { $0 } ?? FetchResponse(failure: .connectFailed(.noResponse))
     }
 
     private static func encoded(_ text: String) -> String {

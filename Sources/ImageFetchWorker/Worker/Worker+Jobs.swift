@@ -103,8 +103,10 @@ extension Worker {
         // Completions arrive on the work queue, several small ones to a block.
         let fetchSpan = context.trace.fetch(url: url)
         fetchEngine.fetch(request) { response in
-            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: response.error?.code.rawValue)
-            self.fetched(context, job: job, response: response)
+            // The pipeline's edge: the engine's failure becomes a result code here, once.
+            let error = response.failure.map(JobError.init)
+            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
+            self.fetched(context, job: job, response: response, error: error)
         }
     }
 
@@ -142,9 +144,11 @@ extension Worker {
 
     // MARK: - Fetched (work queue)
 
-    private func fetched(_ context: JobContext, job: Job, response: FetchResponse) {
+    private func fetched(_ context: JobContext, job: Job, response: FetchResponse, error: JobError?) {
+        // One parse for both the origin's pause and the retry's delay.
+        let retryAfter = Self.retryAfterSeconds(response, cap: configuration.scheduler.maxRetryAfter)
         if let slot = context.slot {
-            admission.finished(slot, outcome: Self.originOutcome(response, maxRetryAfter: configuration.scheduler.maxRetryAfter))
+            admission.finished(slot, outcome: Self.originOutcome(response, error: error, retryAfterSeconds: retryAfter))
         }
         if let timings = response.timings {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
@@ -153,12 +157,12 @@ extension Worker {
             originMetrics.overloadResponse(status: status)
         }
         if !response.body.isEmpty { stats.metrics.fetchedBytes.increment(by: response.body.count) }
-        if let error = response.error {
+        if let error {
             releaseSlot(context)
             if error.code == .aborted {
                 handBack(context)
             } else {
-                finish(context, job: job, error: error, response: response)
+                finish(context, job: job, error: error, response: response, retryAfterSeconds: retryAfter)
             }
             return
         }
@@ -200,18 +204,25 @@ extension Worker {
         }
     }
 
-    /// What a fetch tells the scheduler about its origin.
-    static func originOutcome(_ response: FetchResponse, maxRetryAfter: Double) -> OriginScheduler<JobContext>.FetchOutcome {
+    /// The origin's `Retry-After` in seconds, capped, for a 429 or 503; nil for any other answer.
+    static func retryAfterSeconds(_ response: FetchResponse, cap: Double) -> Double? {
+        guard let status = response.httpStatus, status == 429 || status == 503 else { return nil }
+        return RetryAfter.seconds(response.retryAfter, now: Date().timeIntervalSince1970, cap: cap)
+    }
+
+    /// What a fetch tells the scheduler about its origin; `error` is the response's failure as a
+    /// result code, `retryAfterSeconds` its ``retryAfterSeconds(_:cap:)``.
+    static func originOutcome(
+        _ response: FetchResponse, error: JobError?, retryAfterSeconds: Double?
+    ) -> OriginScheduler<JobContext>.FetchOutcome {
         if let status = response.httpStatus, status > 0 {
             let timings = response.timings
             // The origin's own time: first byte after the connection (and TLS) was set up.
             let latency = timings.map { max($0.ttfbMs - max($0.connectMs, $0.tlsMs), 0) }
-            let retryAfter = status == 429 || status == 503
-                ? RetryAfter.seconds(response.retryAfter, now: Date().timeIntervalSince1970, cap: maxRetryAfter) : nil
             return .response(status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
-                             durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfter)
+                             durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfterSeconds)
         }
-        switch response.error?.code {
+        switch error?.code {
         case .connectFailed?, .timeout?:
             return .connectFailure(durationNanoseconds: UInt64((response.timings?.totalMs ?? 0) * 1e6))
         default:
@@ -221,7 +232,10 @@ extension Worker {
 
     // MARK: - Results
 
+    /// Publishes the job's result (or its retry) and settles the delivery; `retryAfterSeconds` is
+    /// the origin's `Retry-After` of a 429 or 503, as ``retryAfterSeconds(_:cap:)`` read it.
     func finish(_ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
+                retryAfterSeconds: Double? = nil,
                 image: ImageInfo? = nil, digest: String? = nil, location: String? = nil) {
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
         var result = JobResult(job: job, status: error == nil ? .ok : .failed, durationMs: elapsed, worker: hostName,
@@ -238,12 +252,7 @@ extension Worker {
         result.sha256 = digest
         result.location = location
         result.error = error
-        var retryAfter: Double?
-        if let response, let status = response.httpStatus, status == 429 || status == 503 {
-            retryAfter = RetryAfter.seconds(response.retryAfter, now: Date().timeIntervalSince1970,
-                                            cap: configuration.scheduler.maxRetryAfter)
-        }
-        let decision = policy.finished(context.delivery, job: job, result: result, retryAfterSeconds: retryAfter)
+        let decision = policy.finished(context.delivery, job: job, result: result, retryAfterSeconds: retryAfterSeconds)
         if logger.logLevel <= .debug {
             var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(decision.outcome.name)",
                                              "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]

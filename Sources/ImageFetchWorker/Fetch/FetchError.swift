@@ -1,0 +1,113 @@
+import CCurl
+
+/// Why the fetch engine failed a transfer, in the engine's own terms: what happened on the wire
+/// or in its checks, not what it means for a job. The job pipeline maps it to a `JobError` code at
+/// its edge (`JobError.init(_: FetchError)`), so the engine neither mints result codes nor decides
+/// what is retried.
+///
+/// The payloads carry only what a message needs: never a URL, a host name or a credential.
+package enum FetchError: Error, Sendable, Equatable {
+    /// Cancelled alone or with every other transfer, or the engine shut down.
+    case aborted
+    /// libcurl's URL parser refused the request's URL.
+    case malformedURL
+    /// A scheme other than http or https; `atSetup`: in the request's own URL, else in the URL or
+    /// a redirect (libcurl does not say which).
+    case unsupportedScheme(atSetup: Bool)
+    /// The easy handle could not be set up for the request (libcurl's reason).
+    case setupFailed(reason: String)
+    /// A redirect target refused before it was followed.
+    case redirectRefused(RedirectRefusal)
+    /// A host, of the request (`redirect` false) or of a redirect target, that is not a valid
+    /// internationalised name; `problem` says why without naming it.
+    case invalidHost(problem: String, redirect: Bool)
+    /// A host refused by `fetch.allowed_hosts` or `fetch.denied_hosts`.
+    case hostNotAllowed(HostPolicy.Refusal, redirect: Bool)
+    /// The connect-time address policy refused the address; `addressClass` is its class
+    /// ("loopback", "private", …) as the policy named it.
+    case addressRefused(addressClass: String)
+    /// The host name did not resolve.
+    case dnsFailure
+    /// No connection, or it broke before a complete response.
+    case connectFailed(ConnectFailure)
+    /// Connect, total or low-speed timeout.
+    case timeout
+    /// The TLS handshake or the certificate check failed.
+    case tls
+    /// More redirects than `limit` (`fetch.max_redirects`).
+    case tooManyRedirects(limit: Int)
+    /// A final status outside 2xx (or a non-2xx body too long to drain for keep-alive).
+    case httpStatus(Int)
+    /// The body ran past `limit` bytes (`fetch.max_bytes`); `declared`: its Content-Length said so.
+    case tooLarge(limit: Int, declared: Bool)
+    /// The body ended after `received` bytes, short of its Content-Length when `declared` is known.
+    case truncated(received: Int, declared: Int64?)
+    /// The request's inspector rejected the body with its own error (``BodyVerdict/reject(_:)``),
+    /// which passes through the engine unchanged.
+    case rejected(JobError)
+    /// Any other libcurl failure (libcurl's reason, which names no URL).
+    case transferFailed(reason: String)
+
+    /// Why a redirect target is refused.
+    package enum RedirectRefusal: Sendable, Equatable {
+        /// Longer than ``URLPolicy/maxLength``.
+        case tooLong
+        /// User info in its authority.
+        case userInfo
+    }
+
+    /// How a connection failed.
+    package enum ConnectFailure: Sendable, Equatable {
+        /// libcurl ended the transfer without any HTTP response.
+        case noResponse
+        /// Refused, or failed while connecting.
+        case refused
+        /// Failed while sending.
+        case sendFailed
+        /// Failed while receiving.
+        case receiveFailed
+        /// Closed by the origin without a response.
+        case closedEarly
+    }
+}
+
+extension FetchError {
+    /// A failed easy-handle set-up (``CurlTransferOptions``, the handle pool).
+    init(setup error: CurlError) {
+        switch error {
+        case .easy(CURLE_URL_MALFORMAT): self = .malformedURL
+        case .easy(CURLE_UNSUPPORTED_PROTOCOL): self = .unsupportedScheme(atSetup: true)
+        default: self = .setupFailed(reason: error.reason)
+        }
+    }
+
+    /// libcurl's result for a transfer that did not end with `CURLE_OK`, when neither a callback
+    /// (the abort reason) nor the address veto explains it. `status` is the last response's,
+    /// `declaredLength` its Content-Length, `received` the bytes kept of its body.
+    init(
+        curlCode result: CURLcode, status: Int, declaredLength: Int64?, received: Int,
+        maxRedirects: Int, maxBytes: Int
+    ) {
+        switch result {
+        case CURLE_COULDNT_RESOLVE_HOST: self = .dnsFailure
+        case CURLE_COULDNT_CONNECT: self = .connectFailed(.refused)
+        case CURLE_SEND_ERROR: self = .connectFailed(.sendFailed)
+        case CURLE_RECV_ERROR: self = .connectFailed(.receiveFailed)
+        case CURLE_GOT_NOTHING: self = .connectFailed(.closedEarly)
+        case CURLE_OPERATION_TIMEDOUT: self = .timeout
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
+            CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED,
+            CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+            self = .tls
+        case CURLE_TOO_MANY_REDIRECTS: self = .tooManyRedirects(limit: maxRedirects)
+        case CURLE_UNSUPPORTED_PROTOCOL: self = .unsupportedScheme(atSetup: false)
+        case CURLE_FILESIZE_EXCEEDED: self = .tooLarge(limit: maxBytes, declared: true)
+        case CURLE_PARTIAL_FILE:
+            self = status >= 400 ? .httpStatus(status) : .truncated(received: received, declared: declaredLength)
+        case CURLE_URL_MALFORMAT: self = .malformedURL
+        default: self = .transferFailed(reason: String(cString: curl_easy_strerror(result)))
+        }
+    }
+}

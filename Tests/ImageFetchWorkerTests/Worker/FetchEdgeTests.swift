@@ -1,0 +1,44 @@
+import Testing
+@testable import ImageFetchWorker
+
+/// Where the pipeline takes a fetch's response: the origin's `Retry-After`, read once, and what the
+/// response tells the scheduler.
+@Suite struct FetchEdgeTests {
+    static let timings = FetchTimings(dnsMs: 0, connectMs: 1, tlsMs: 0, ttfbMs: 3, totalMs: 5)
+
+    @Test func retryAfterIsReadFor429And503Only() {
+        for status in [429, 503] {
+            var response = FetchResponse(httpStatus: status, failure: .httpStatus(status))
+            response.retryAfter = "7"
+            #expect(Worker.retryAfterSeconds(response, cap: 300) == 7)
+            response.retryAfter = "86400"
+            #expect(Worker.retryAfterSeconds(response, cap: 300) == 300)
+            response.retryAfter = nil
+            #expect(Worker.retryAfterSeconds(response, cap: 300) == nil)
+        }
+        for status in [200, 500] {
+            var response = FetchResponse(httpStatus: status)
+            response.retryAfter = "7"
+            #expect(Worker.retryAfterSeconds(response, cap: 300) == nil)
+        }
+    }
+
+    @Test func theSchedulerGetsTheDelayAsParsed() {
+        let response = FetchResponse(httpStatus: 429, timings: Self.timings, failure: .httpStatus(429))
+        let outcome = Worker.originOutcome(response, error: response.error, retryAfterSeconds: 12)
+        #expect(outcome == .response(status: 429, latencyNanoseconds: 2_000_000, durationNanoseconds: 5_000_000,
+                                     retryAfterSeconds: 12))
+    }
+
+    @Test func withoutAResponseOnlyConnectFailuresAndTimeoutsCount() {
+        for failure in [FetchError.timeout, .connectFailed(.refused), .setupFailed(reason: "x"), .transferFailed(reason: "x")] {
+            let response = FetchResponse(timings: Self.timings, failure: failure)
+            #expect(Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
+                == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
+        }
+        for failure in [FetchError.dnsFailure, .tls, .addressRefused(addressClass: "private"), .aborted] {
+            let response = FetchResponse(timings: Self.timings, failure: failure)
+            #expect(Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil) == .other, "\(failure)")
+        }
+    }
+}
