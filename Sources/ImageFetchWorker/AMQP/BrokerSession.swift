@@ -2,6 +2,7 @@ import CRabbitMQ
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// What a ``BrokerSession`` tells its owner. Every call arrives on the channel queue and must
 /// return promptly: it may hand work to other queues but never wait.
@@ -42,7 +43,7 @@ public enum PublishOutcome: Sendable, Equatable {
 /// queues are `async` blocks on the channel queue, so they go out at once.
 public final class BrokerSession: @unchecked Sendable {
     // @unchecked Sendable: all mutable state below is read and written only on `queue`
-    // (checked with dispatchPrecondition in debug builds); `stateLock` guards `publicState`.
+    // (checked with dispatchPrecondition in debug builds); `visible` is behind its own lock.
 
     /// The serial channel queue: the only place rabbitmq-c is touched.
     public let queue = DispatchQueue(label: "image-fetch-worker.channel")
@@ -69,9 +70,8 @@ public final class BrokerSession: @unchecked Sendable {
     private var readScheduled = false
     private var closeWaiters: [@Sendable () -> Void] = []
 
-    private let stateLock = NSLock()
-    private var publicState: ConnectionLifecycle.State = .idle
-    private var publicBlocked = false
+    /// The lifecycle state and the broker's resource alarm, for readers on any thread.
+    private let visible = Mutex((state: ConnectionLifecycle.State.idle, blocked: false))
 
     /// Creates a session; nothing happens until ``start()``.
     /// - Parameter consume: false for a publish-only session (the `publish` command).
@@ -91,16 +91,16 @@ public final class BrokerSession: @unchecked Sendable {
 
     /// The lifecycle state, readable from any thread.
     public var isConsuming: Bool {
-        stateLock.withLock {
-            if case .consuming = publicState { return !publicBlocked }
+        visible.withLock {
+            if case .consuming = $0.state { return !$0.blocked }
             return false
         }
     }
 
     /// Whether the connection is up (consuming or draining).
     public var isConnected: Bool {
-        stateLock.withLock {
-            switch publicState {
+        visible.withLock {
+            switch $0.state {
             case .consuming, .draining: return true
             default: return false
             }
@@ -109,11 +109,11 @@ public final class BrokerSession: @unchecked Sendable {
 
     /// A one-word description of the connection state for logs and metrics.
     public var stateName: String {
-        stateLock.withLock {
-            switch publicState {
+        visible.withLock {
+            switch $0.state {
             case .idle: return "idle"
             case .connecting: return "connecting"
-            case .consuming: return publicBlocked ? "blocked" : "consuming"
+            case .consuming: return $0.blocked ? "blocked" : "consuming"
             case .draining: return "draining"
             case .waiting: return "reconnecting"
             case .closed: return "closed"
@@ -465,7 +465,7 @@ public final class BrokerSession: @unchecked Sendable {
 
     private func publishState() {
         let state = lifecycle.state
-        stateLock.withLock { publicState = state }
+        visible.withLock { $0.state = state }
     }
 
     // MARK: - Inbound
@@ -562,11 +562,11 @@ public final class BrokerSession: @unchecked Sendable {
             let blocked = method.decoded?.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee
             logger.warning("the broker blocked the connection (resource alarm); admission paused",
                            metadata: ["reason": "\(blocked?.reason.stringValue ?? "")"])
-            stateLock.withLock { publicBlocked = true }
+            visible.withLock { $0.blocked = true }
             delegate?.session(self, blocked: true)
         case AMQP_CONNECTION_UNBLOCKED_METHOD:
             logger.notice("the broker unblocked the connection; admission resumed")
-            stateLock.withLock { publicBlocked = false }
+            visible.withLock { $0.blocked = false }
             delegate?.session(self, blocked: false)
         default:
             break

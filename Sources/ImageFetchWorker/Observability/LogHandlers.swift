@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// Writes one JSON object per line to standard error: `time` (RFC 3339), `level`, `message`,
 /// `label`, and the metadata flattened as string fields (`job_id`, `url_host`, `outcome`,
@@ -13,7 +14,7 @@ public struct JSONLogHandler: LogHandler {
     public var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let output: @Sendable ([UInt8]) -> Void
-    private static let standardError = NSLockedValue(FileHandle.standardError)
+    private static let standardError = Mutex(FileHandle.standardError)
 
     /// A handler that writes to standard error.
     public init(label: String) {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// A small client for the RabbitMQ management API (`GET /api/queues/VHOST/NAME`), for the
 /// unacked counts and rates that a passive declare cannot give. It runs on the libcurl
@@ -126,7 +127,7 @@ public struct ManagementAPI: Sendable, CustomStringConvertible {
     /// while the engine's own queue does the work.
     private func perform(_ request: FetchRequest) -> FetchResponse {
         let done = DispatchSemaphore(value: 0)
-        let box = NSLockedValue<FetchResponse?>(nil)
+        let box = Mutex<FetchResponse?>(nil)
         engine.fetch(request) { response in
             box.withLock { $0 = response }
             done.signal()

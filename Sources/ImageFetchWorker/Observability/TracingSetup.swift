@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Tracing
 
 /// Turns tracing on from the standard OpenTelemetry environment variables, or leaves it off.
@@ -106,7 +107,7 @@ public enum TracingSetup {
     }
 
     /// The running exporter, for ``flush(timeout:)``.
-    private static let exporter = NSLockedValue<OTLPExporter?>(nil)
+    private static let exporter = Mutex<OTLPExporter?>(nil)
 
     /// Reads the environment and, when it asks for tracing, starts the exporter and installs the
     /// tracer (for ``JobTrace`` and swift-distributed-tracing's `InstrumentationSystem`). Call once,

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import Prometheus
+import Synchronization
 
 /// The worker's Prometheus metrics, recorded through swift-metrics into a swift-prometheus
 /// registry that `/metrics` renders. Names follow Prometheus conventions: the `image_fetch_`
@@ -28,8 +29,8 @@ public final class WorkerMetrics: Sendable {
     let blocked: CoreMetrics.Gauge
     /// One gauge per ``connectionStates`` value: 1 for the current state, 0 for the others.
     private let stateGauges: [String: CoreMetrics.Gauge]
-    private let results = NSLockedValue([String: CoreMetrics.Counter]())
-    private let depthGauges = NSLockedValue([String: (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge)]())
+    private let results = Mutex([String: CoreMetrics.Counter]())
+    private let depthGauges = Mutex([String: (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge)]())
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), concurrency: Int) {
         self.registry = registry

@@ -1,4 +1,4 @@
-import Foundation
+import Synchronization
 
 /// The worker's counters: the periodic summary line reads them, and each event is also recorded
 /// in ``WorkerMetrics`` for `/metrics`. Thread-safe.
@@ -16,7 +16,7 @@ public final class WorkerStats: Sendable {
         public var failuresByCode: [String: Int] = [:]
     }
 
-    private let state = NSLockedValue(Snapshot())
+    private let state = Mutex(Snapshot())
     /// Where the same events go as Prometheus metrics.
     public let metrics: WorkerMetrics
 
@@ -75,20 +75,5 @@ public final class WorkerStats: Sendable {
         guard count > 0 else { return }
         state.withLock { $0.handedBack += count }
         metrics.handedBack.increment(by: count)
-    }
-}
-
-/// A value behind a lock.
-final class NSLockedValue<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched inside `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

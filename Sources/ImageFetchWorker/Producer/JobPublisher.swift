@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// The producer side: enqueues jobs on `queue.jobs` with publisher confirms (the `publish` command,
 /// and the benchmarks and tests that fill the queue).
@@ -46,7 +47,7 @@ public final class JobPublisher: Sendable {
     public func publish<S: Sequence>(bodies: S, properties template: AMQPProperties) -> Int where S.Element == [UInt8] {
         let permits = DispatchSemaphore(value: window)
         let group = DispatchGroup()
-        let confirmed = NSLockedValue(0)
+        let confirmed = Mutex(0)
         for body in bodies {
             permits.wait()
             group.enter()

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 extension Worker {
     // MARK: - Probes
@@ -13,7 +14,7 @@ extension Worker {
                 guard let self else { return reply(false) }
                 // Healthy when the channel, work and control queues each run a no-op; a stuck
                 // queue never answers and the endpoint times out into 503.
-                let answered = NSLockedValue(0)
+                let answered = Mutex(0)
                 let queues = [self.session.queue, self.workQueue, self.control]
                 for queue in queues {
                     queue.async {
@@ -127,7 +128,7 @@ final class OriginLogLimiter: Sendable {
         var kind: String
     }
 
-    private let last = NSLockedValue([Key: UInt64]())
+    private let last = Mutex([Key: UInt64]())
     private let intervalNanoseconds: UInt64
 
     init(intervalNanoseconds: UInt64 = 60_000_000_000) {

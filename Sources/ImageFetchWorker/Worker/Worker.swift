@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// The worker: consumes jobs, admits them per origin under the global concurrency limit, fetches
 /// and stores images, publishes results with confirms, acks only confirmed work, and drains on
@@ -35,15 +36,15 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// Set once `init` returns; admission's handlers call back into the worker.
     private(set) var admission: Admission<JobContext>!
 
-    let redeliveries: NSLockedValue<RedeliveryCounter>
-    private let drainingFlag = NSLockedValue(false)
+    let redeliveries: Mutex<RedeliveryCounter>
+    private let drainingFlag = Mutex(false)
     private var drain = DrainStateMachine()
     private var drainCompletion: (@Sendable (Int32) -> Void)?
     var summaryTimer: (any DispatchSourceTimer)?
     var depthTimer: (any DispatchSourceTimer)?
     private var healthServer: HealthServer?
     var healthServerPort: Int? { healthServer?.port }
-    let lastSummary = NSLockedValue((count: 0, time: DispatchTime.now().uptimeNanoseconds))
+    let lastSummary = Mutex((count: 0, time: DispatchTime.now().uptimeNanoseconds))
     let originLog = OriginLogLimiter()
 
     /// Builds the worker from its configuration: the fetch engine, the sink, admission and the session.
@@ -56,7 +57,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.stats = WorkerStats(metrics: metrics)
         self.originMetrics = OriginMetrics(registry: metrics.registry)
         self.policy = OutcomePolicy(configuration)
-        self.redeliveries = NSLockedValue(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
+        self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
         let policy = AddressPolicy(
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
