@@ -6,7 +6,7 @@ import Synchronization
 
 /// What a ``BrokerSession`` tells its owner. Every call arrives on the channel queue and must
 /// return promptly: it may hand work to other queues but never wait.
-public protocol BrokerSessionDelegate: AnyObject, Sendable {
+package protocol BrokerSessionDelegate: AnyObject, Sendable {
     /// A delivery arrived on the consumer.
     func session(_ session: BrokerSession, didReceive delivery: Delivery)
     /// The connection is up and consuming on a new channel epoch.
@@ -22,11 +22,11 @@ public protocol BrokerSessionDelegate: AnyObject, Sendable {
 }
 
 extension BrokerSessionDelegate {
-    public func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {}
+    package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {}
 }
 
 /// How the broker answered a publish.
-public enum PublishOutcome: Sendable, Equatable {
+package enum PublishOutcome: Sendable, Equatable {
     case confirmed
     case nacked
     /// Unroutable with `mandatory`: nothing stored it.
@@ -41,14 +41,14 @@ public enum PublishOutcome: Sendable, Equatable {
 /// the socket fires; a timer calls into rabbitmq-c at a quarter of the heartbeat interval so it can
 /// send heartbeats and notice missed ones, even when idle. Publishes and acks submitted from other
 /// queues are `async` blocks on the channel queue, so they go out at once.
-public final class BrokerSession: @unchecked Sendable {
+package final class BrokerSession: @unchecked Sendable {
     // @unchecked Sendable: all mutable state below is read and written only on `queue`
     // (checked with dispatchPrecondition in debug builds); `visible` is behind its own lock.
     // It is internal rather than private only for the extensions in BrokerSession+Connection.swift
     // (connecting, reconnecting, closing) and BrokerSession+Inbound.swift (reading frames).
 
     /// The serial channel queue: the only place rabbitmq-c is touched.
-    public let queue = DispatchQueue(label: "image-fetch-worker.channel")
+    package let queue = DispatchQueue(label: "image-fetch-worker.channel")
     static let channel: amqp_channel_t = 1
 
     let configuration: WorkerConfiguration
@@ -76,8 +76,8 @@ public final class BrokerSession: @unchecked Sendable {
 
     /// Creates a session; nothing happens until ``start()``.
     /// - Parameter consume: false for a publish-only session (the `publish` command).
-    public init(configuration: WorkerConfiguration, logger: Logger, delegate: (any BrokerSessionDelegate)?,
-                consume: Bool = true) {
+    package init(configuration: WorkerConfiguration, logger: Logger, delegate: (any BrokerSessionDelegate)?,
+                 consume: Bool = true) {
         self.configuration = configuration
         self.logger = logger
         self.delegate = delegate
@@ -91,7 +91,7 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// The lifecycle state, readable from any thread.
-    public var isConsuming: Bool {
+    package var isConsuming: Bool {
         visible.withLock {
             if case .consuming = $0.state { return !$0.blocked }
             return false
@@ -99,7 +99,7 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// Whether the connection is up (consuming or draining).
-    public var isConnected: Bool {
+    package var isConnected: Bool {
         visible.withLock {
             switch $0.state {
             case .consuming, .draining: return true
@@ -109,7 +109,7 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// A one-word description of the connection state for logs and metrics.
-    public var stateName: String {
+    package var stateName: String {
         visible.withLock {
             switch $0.state {
             case .idle: return "idle"
@@ -123,14 +123,14 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// Sets the delegate (held weakly).
-    public func setDelegate(_ delegate: any BrokerSessionDelegate) {
+    package func setDelegate(_ delegate: any BrokerSessionDelegate) {
         queue.sync { self.delegate = delegate }
     }
 
     /// Connects (synchronously, on the channel queue) and starts consuming. Throws the first
     /// attempt's error; with `retrying`, the session then keeps trying with backoff by itself,
     /// and it reconnects after later losses either way.
-    public func start(retrying: Bool) throws(AMQPError) {
+    package func start(retrying: Bool) throws(AMQPError) {
         let result: Result<Void, AMQPError> = queue.sync {
             guard case .connect(let index) = lifecycle.start() else { return .success(()) }
             do throws(AMQPError) {
@@ -153,17 +153,17 @@ public final class BrokerSession: @unchecked Sendable {
 
     /// Publishes a message with `mandatory` and calls `completion` on the channel queue when the
     /// broker confirms, nacks or returns it, or when the channel is lost first.
-    public func publish(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
+    package func publish(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
         queue.async { self.publishOnQueue(message, completion: completion) }
     }
 
     /// Acks a delivery, unless it came from an older channel epoch (then the broker redelivers it).
-    public func ack(_ delivery: Delivery) {
+    package func ack(_ delivery: Delivery) {
         queue.async { self.ackOnQueue(delivery) }
     }
 
     /// Nacks a delivery; `requeue` hands it back, otherwise it goes to the dead-letter queue.
-    public func nack(_ delivery: Delivery, requeue: Bool) {
+    package func nack(_ delivery: Delivery, requeue: Bool) {
         queue.async { self.nackOnQueue(delivery, requeue: requeue) }
     }
 
@@ -171,7 +171,7 @@ public final class BrokerSession: @unchecked Sendable {
     ///
     /// The frame goes out when the channel queue has finished its current batch of work, merged
     /// with the other acks of that batch into `multiple` acks where the tags allow (``AckBatcher``).
-    public func ackOnQueue(_ delivery: Delivery) {
+    package func ackOnQueue(_ delivery: Delivery) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard connection != nil, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
         guard acks.requestAck(delivery.tag, now: DispatchTime.now().uptimeNanoseconds) else { return }
@@ -191,7 +191,7 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// Nacks on the channel queue.
-    public func nackOnQueue(_ delivery: Delivery, requeue: Bool) {
+    package func nackOnQueue(_ delivery: Delivery, requeue: Bool) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
         do {
@@ -221,7 +221,7 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// Publishes on the channel queue.
-    public func publishOnQueue(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
+    package func publishOnQueue(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let connection, isOpenEpoch else {
             completion(.connectionLost)
@@ -240,7 +240,7 @@ public final class BrokerSession: @unchecked Sendable {
 
     /// Cancels the consumer (drain step 1) and calls `completion` on the channel queue when the
     /// broker has confirmed it. Deliveries that were already on their way still arrive.
-    public func stopConsuming(completion: @escaping @Sendable () -> Void) {
+    package func stopConsuming(completion: @escaping @Sendable () -> Void) {
         queue.async {
             self.perform(self.lifecycle.drain())
             self.publishState()
@@ -249,12 +249,12 @@ public final class BrokerSession: @unchecked Sendable {
     }
 
     /// Number of publishes waiting for their confirm.
-    public var outstandingConfirms: Int {
+    package var outstandingConfirms: Int {
         queue.sync { confirms.pendingCount }
     }
 
     /// Closes the channel and the connection; safe to call more than once.
-    public func close() {
+    package func close() {
         queue.sync {
             perform(lifecycle.close())
             publishState()
@@ -263,7 +263,7 @@ public final class BrokerSession: @unchecked Sendable {
 
     /// A passive declare on the worker's own connection: ready messages and consumers of a queue,
     /// or nil when it does not exist or the connection is down.
-    public func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void) {
+    package func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void) {
         queue.async {
             guard let connection = self.connection, self.isOpenEpoch else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.

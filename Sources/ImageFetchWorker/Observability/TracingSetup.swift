@@ -8,7 +8,7 @@ import Tracing
 /// Off unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set and not
 /// empty, or when `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`: then no tracer exists and
 /// jobs create no spans. Jobs still carry a W3C context into their results either way.
-public enum TracingSetup {
+package enum TracingSetup {
     /// What the environment asks for: nil when tracing stays off.
     package static func configuration(environment: [String: String]) throws(ConfigurationError)
         -> (exporter: OTLPExporter.Configuration, sampler: OTLPTracer.Sampler)?
@@ -112,7 +112,7 @@ public enum TracingSetup {
     /// Reads the environment and, when it asks for tracing, starts the exporter and installs the
     /// tracer (for ``JobTrace`` and swift-distributed-tracing's `InstrumentationSystem`). Call once,
     /// before the worker starts. Throws a ``ConfigurationError`` for invalid `OTEL_*` values.
-    public static func bootstrap(environment: [String: String], logger: Logger) throws {
+    package static func bootstrap(environment: [String: String], logger: Logger) throws {
         guard let (configuration, sampler) = try configuration(environment: environment) else { return }
         let exporter = try OTLPExporter(configuration: configuration, logger: logger)
         let tracer = OTLPTracer(sampler: sampler) { exporter.enqueue($0) }
@@ -124,7 +124,7 @@ public enum TracingSetup {
     }
 
     /// Exports the spans still queued, waiting up to `timeout` seconds; a no-op when tracing is off.
-    public static func flush(timeout: Double = 2) {
+    package static func flush(timeout: Double = 2) {
         exporter.withLock { $0 }?.flush(timeout: timeout)
     }
 

@@ -7,7 +7,7 @@ extension Worker {
     // MARK: - Probes
 
     /// What `/readyz`, `/healthz`, `/metrics` and `/origins` report.
-    public var probes: HealthServer.Probes {
+    package var probes: HealthServer.Probes {
         HealthServer.Probes(
             isReady: { [weak self] in self?.isReady ?? false },
             checkHealth: { [weak self] reply in
@@ -39,7 +39,7 @@ extension Worker {
     }
 
     /// The port the operations endpoint listens on, if it runs.
-    public var httpPort: Int? { healthServerPort }
+    package var httpPort: Int? { healthServerPort }
 
     // MARK: - Origin events
 

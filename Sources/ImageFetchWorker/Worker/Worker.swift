@@ -15,13 +15,13 @@ import Synchronization
 ///   when `storage.fsync` is off;
 /// - the fetch engine's own queue drives libcurl; the sink has lanes of its own for disk writes;
 /// - the control queue runs the drain and the timers.
-public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
+package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     // @unchecked Sendable: the stored properties are immutable or thread-safe themselves (queues,
     // semaphore, group, locked values, admission); `drain`, the timers and `healthServer` are
     // touched only at start-up or on `control`.
 
-    public let configuration: WorkerConfiguration
-    public let stats: WorkerStats
+    package let configuration: WorkerConfiguration
+    package let stats: WorkerStats
     let logger: Logger
     let session: BrokerSession
     let fetchEngine: FetchEngine
@@ -48,7 +48,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let originLog = OriginLogLimiter()
 
     /// Builds the worker from its configuration: the fetch engine, the sink, admission and the session.
-    public init(configuration: WorkerConfiguration, logger: Logger) throws {
+    package init(configuration: WorkerConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         let concurrency = configuration.worker.concurrency
@@ -103,7 +103,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     }
 
     /// Whether the worker is connected, consuming and not draining (`/readyz`).
-    public var isReady: Bool { !isDraining && session.isConsuming }
+    package var isReady: Bool { !isDraining && session.isConsuming }
 
     var isDraining: Bool { drainingFlag.withLock { $0 } }
 
@@ -113,7 +113,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     ///
     /// A failed first connection is retried with backoff, except for errors that retrying
     /// cannot fix (credentials, TLS files): those are thrown.
-    public func start() throws {
+    package func start() throws {
         if !configuration.amqp.tls.verify {
             logger.warning(configuration.amqp.urls.contains(where: \.tls)
                 ? "INSECURE: amqp.tls.verify=false: the broker's certificate and host name are NOT checked; anyone on the network path can impersonate the broker and read the credentials and jobs"
@@ -141,7 +141,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     /// Drains and closes, as SIGTERM does; `completion` runs once with the exit status. Further
     /// calls while draining change nothing.
-    public func shutdown(completion: @escaping @Sendable (Int32) -> Void) {
+    package func shutdown(completion: @escaping @Sendable (Int32) -> Void) {
         control.async { [self] in
             guard !drain.isDraining else { return }
             drainCompletion = completion
@@ -200,7 +200,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     // MARK: - BrokerSessionDelegate (channel queue)
 
-    public func session(_ session: BrokerSession, didReceive delivery: Delivery) {
+    package func session(_ session: BrokerSession, didReceive delivery: Delivery) {
         stats.received()
         if isDraining {
             stats.skippedAdmission()
@@ -211,7 +211,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         intake(delivery)
     }
 
-    public func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
+    package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
         // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
         stats.received()
         stats.skippedAdmission()
@@ -220,13 +220,13 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         logger.warning("job over queue.max_job_bytes dead-lettered unread", metadata: ["error": "\(error.code)"])
     }
 
-    public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
+    package func session(_ session: BrokerSession, didConnect epoch: UInt64) {
         stats.metrics.connected.record(1)
         stats.metrics.connectionState(session.stateName)
         if epoch > 1 { stats.metrics.reconnects.increment() }
     }
 
-    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+    package func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
         stats.metrics.connected.record(0)
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
@@ -238,7 +238,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         }
     }
 
-    public func session(_ session: BrokerSession, blocked: Bool) {
+    package func session(_ session: BrokerSession, blocked: Bool) {
         stats.metrics.blocked.record(blocked ? 1 : 0)
         stats.metrics.connectionState(blocked ? "blocked" : session.stateName)
         admission.setBlocked(blocked && !isDraining)
