@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import ImageFetchWorker
 import Logging
+import Synchronization
 
 /// The scenarios of issue 17, with origins of their own on other loopback addresses:
 /// - `mixed`: 3,000 jobs to the fast origin (nginx) alone, then again with 300 jobs (one in eleven)
@@ -196,9 +197,8 @@ struct OriginScenarios {
 
 /// Consumes the results queue and keeps each job id's status.
 final class IDCollector: BrokerSessionDelegate, @unchecked Sendable {
-    // @unchecked Sendable: `statuses` is guarded by `lock`.
-    private let lock = NSLock()
-    private var statuses: [String: String] = [:]
+    // @unchecked Sendable: `statuses` is behind a Mutex; `session` is written once, in init.
+    private let statuses = Mutex<[String: String]>([:])
     private var session: BrokerSession?
 
     init(configuration: WorkerConfiguration) throws {
@@ -210,13 +210,13 @@ final class IDCollector: BrokerSessionDelegate, @unchecked Sendable {
         guard let object = try? JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any],
               let id = object["id"] as? String else { return }
         let status = object["status"] as? String ?? "?"
-        lock.withLock { statuses[id] = status }
+        statuses.withLock { $0[id] = status }
     }
     func session(_ session: BrokerSession, didConnect epoch: UInt64) {}
     func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {}
     func session(_ session: BrokerSession, blocked: Bool) {}
 
-    func hasAll(_ ids: Set<String>) -> Bool { lock.withLock { ids.allSatisfy { statuses[$0] != nil } } }
-    func ok(_ ids: Set<String>) -> Int { lock.withLock { ids.count { statuses[$0] == "ok" } } }
+    func hasAll(_ ids: Set<String>) -> Bool { statuses.withLock { statuses in ids.allSatisfy { statuses[$0] != nil } } }
+    func ok(_ ids: Set<String>) -> Int { statuses.withLock { statuses in ids.count { statuses[$0] == "ok" } } }
     func close() { session?.close() }
 }

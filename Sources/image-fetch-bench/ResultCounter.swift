@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import ImageFetchWorker
 import Logging
+import Synchronization
 
 /// Consumes the results queue on its own ``BrokerSession`` (like the integration tests'
 /// QueueCollector), acks each message, and keeps only counts and the admission→result durations,
@@ -9,25 +10,27 @@ import Logging
 /// `warmup`-th distinct result) and the last result; `onMark` runs on the channel queue at each, so
 /// readings taken there are as close to the result as possible.
 final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
-    // @unchecked Sendable: the mutable state is guarded by `lock`.
+    // @unchecked Sendable: the tally is behind a Mutex; `session` is written once, in init.
     enum Mark: Sendable { case warmupDone, allDone }
 
-    private let lock = NSLock()
+    private struct Tally {
+        var seen: [UInt64]
+        var distinct = 0
+        var ok = 0
+        var failed = 0
+        var duplicates = 0
+        var foreign = 0
+        var firstFailure: String?
+        /// duration_ms of each counted (post-warm-up) result.
+        var durations: [Float] = []
+    }
+
     private let total: Int
     private let warmup: Int
     private let idPrefix: [UInt8]
     private let onMark: @Sendable (Mark) -> Void
+    private let tally: Mutex<Tally>
     private var session: BrokerSession?
-
-    private var seen: [UInt64]
-    private(set) var distinct = 0
-    private(set) var ok = 0
-    private(set) var failed = 0
-    private(set) var duplicates = 0
-    private(set) var foreign = 0
-    private(set) var firstFailure: String?
-    /// duration_ms of each counted (post-warm-up) result.
-    private var durations: [Float] = []
 
     init(configuration: WorkerConfiguration, total: Int, warmup: Int, idPrefix: String,
          onMark: @escaping @Sendable (Mark) -> Void) throws {
@@ -35,39 +38,40 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
         self.warmup = warmup
         self.idPrefix = Array(idPrefix.utf8)
         self.onMark = onMark
-        self.seen = [UInt64](repeating: 0, count: total / 64 + 1)
-        durations.reserveCapacity(total - warmup)
+        var tally = Tally(seen: [UInt64](repeating: 0, count: total / 64 + 1))
+        tally.durations.reserveCapacity(total - warmup)
+        self.tally = Mutex(tally)
         session = try startResultsConsumer(configuration, delegate: self)
     }
 
     func session(_ session: BrokerSession, didReceive delivery: Delivery) {
         session.ackOnQueue(delivery)
         let body = delivery.body
-        var mark: Mark?
-        lock.withLock {
+        let mark = tally.withLock { tally -> Mark? in
             guard let index = Self.index(in: body, prefix: idPrefix), index < total else {
-                foreign += 1
-                return
+                tally.foreign += 1
+                return nil
             }
             let word = index / 64
             let bit = UInt64(1) << UInt64(index % 64)
-            if seen[word] & bit != 0 {
-                duplicates += 1
-                return
+            if tally.seen[word] & bit != 0 {
+                tally.duplicates += 1
+                return nil
             }
-            seen[word] |= bit
-            distinct += 1
+            tally.seen[word] |= bit
+            tally.distinct += 1
             if Self.find(body, Array(#""status":"ok""#.utf8)) != nil {
-                ok += 1
+                tally.ok += 1
             } else {
-                failed += 1
-                if firstFailure == nil { firstFailure = String(decoding: body, as: UTF8.self) }
+                tally.failed += 1
+                if tally.firstFailure == nil { tally.firstFailure = String(decoding: body, as: UTF8.self) }
             }
-            if distinct > warmup, let duration = Self.number(in: body, after: Array(#""duration_ms":"#.utf8)) {
-                durations.append(Float(duration))
+            if tally.distinct > warmup, let duration = Self.number(in: body, after: Array(#""duration_ms":"#.utf8)) {
+                tally.durations.append(Float(duration))
             }
-            if distinct == warmup { mark = .warmupDone }
-            if distinct == total { mark = .allDone }
+            if tally.distinct == total { return .allDone }
+            if tally.distinct == warmup { return .warmupDone }
+            return nil
         }
         if let mark { onMark(mark) }
     }
@@ -79,12 +83,12 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
     func session(_ session: BrokerSession, blocked: Bool) {}
 
     var snapshot: (distinct: Int, ok: Int, failed: Int, duplicates: Int, foreign: Int, firstFailure: String?) {
-        lock.withLock { (distinct, ok, failed, duplicates, foreign, firstFailure) }
+        tally.withLock { ($0.distinct, $0.ok, $0.failed, $0.duplicates, $0.foreign, $0.firstFailure) }
     }
 
     /// The admission→result durations of the counted results, sorted (milliseconds).
     func sortedDurations() -> [Float] {
-        lock.withLock { durations.sorted() }
+        tally.withLock { $0.durations.sorted() }
     }
 
     func close() { session?.close() }

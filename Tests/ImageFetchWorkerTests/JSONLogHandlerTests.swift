@@ -1,13 +1,14 @@
 import Foundation
 import ImageFetchWorker
 import Logging
+import Synchronization
 import Testing
 
 /// `log.format=json`: one valid JSON object a line, with the stable fields.
 struct JSONLogHandlerTests {
     /// Collects the lines a handler writes.
     final class Lines: Sendable {
-        private let lines = NSLock.Locked<[[UInt8]]>([])
+        private let lines = Mutex<[[UInt8]]>([])
         func append(_ line: [UInt8]) { lines.withLock { $0.append(line) } }
         var all: [[UInt8]] { lines.withLock { $0 } }
     }
@@ -63,20 +64,5 @@ struct JSONLogHandlerTests {
         logger.info("quiet")
         logger.warning("loud")
         #expect(lines.all.count == 1)
-    }
-}
-
-extension NSLock {
-    /// A value behind a lock, for test helpers.
-    final class Locked<Value>: @unchecked Sendable {
-        // @unchecked Sendable: `value` is only touched inside `lock`.
-        private let lock = NSLock()
-        private var value: Value
-        init(_ value: Value) { self.value = value }
-        func withLock<T>(_ body: (inout Value) -> T) -> T {
-            lock.lock()
-            defer { lock.unlock() }
-            return body(&value)
-        }
     }
 }

@@ -79,7 +79,7 @@ import Tracing
 
     /// Spans collected from an ``OTLPTracer``.
     final class Collected: Sendable {
-        let spans = NSLockedValue([FinishedSpan]())
+        let spans = Mutex([FinishedSpan]())
         var all: [FinishedSpan] { spans.withLock { $0 } }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import ImageFetchWorker
 import Logging
+import Synchronization
 import Testing
 
 /// BrokerSession against the real broker, for what the worker's own tests do not reach.
@@ -31,15 +32,13 @@ struct BrokerSessionTests {
 }
 
 /// Collects deliveries for ``BrokerSessionTests``.
-private final class DeliveryCollector: BrokerSessionDelegate, @unchecked Sendable {
-    // @unchecked Sendable: `deliveries` is guarded by `lock`.
-    private let lock = NSLock()
-    private var deliveries: [Delivery] = []
+private final class DeliveryCollector: BrokerSessionDelegate, Sendable {
+    private let deliveries = Mutex<[Delivery]>([])
 
-    var received: [Delivery] { lock.withLock { deliveries } }
+    var received: [Delivery] { deliveries.withLock { $0 } }
 
     func session(_ session: BrokerSession, didReceive delivery: Delivery) {
-        lock.withLock { deliveries.append(delivery) }
+        deliveries.withLock { $0.append(delivery) }
     }
     func session(_ session: BrokerSession, didConnect epoch: UInt64) {}
     func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {}

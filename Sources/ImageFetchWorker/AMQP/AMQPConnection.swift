@@ -8,14 +8,14 @@ import Foundation
 /// be called from one serial queue (``BrokerSession``'s channel queue) or from a single thread
 /// (the `publish` and `depth` commands). Calls are synchronous; RPCs wait for their reply, which
 /// rabbitmq-c bounds with the RPC timeout set at open.
-public final class AMQPConnection {
+package final class AMQPConnection {
     /// TLS options for an `amqps://` URL.
-    public struct TLSOptions: Sendable, Equatable {
-        public var caFile: String?
-        public var certFile: String?
-        public var keyFile: String?
-        public var verify: Bool
-        public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
+    package struct TLSOptions: Sendable, Equatable {
+        package var caFile: String?
+        package var certFile: String?
+        package var keyFile: String?
+        package var verify: Bool
+        package init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, verify: Bool = true) {
             self.caFile = caFile
             self.certFile = certFile
             self.keyFile = keyFile
@@ -24,7 +24,7 @@ public final class AMQPConnection {
     }
 
     /// Result of one non-blocking read.
-    public enum FrameRead {
+    package enum FrameRead {
         case frame(amqp_frame_t)
         case none
     }
@@ -36,7 +36,7 @@ public final class AMQPConnection {
     private let publishArena = AMQPArena()
 
     /// Creates an unconnected connection.
-    public init() throws(AMQPError) {
+    package init() throws(AMQPError) {
         guard let state = amqp_new_connection() else {
             throw AMQPError(.library, operation: "amqp_new_connection", message: "out of memory")
         }
@@ -49,8 +49,8 @@ public final class AMQPConnection {
     }
 
     /// Opens the TCP (or TLS) socket and logs in with the PLAIN mechanism.
-    public func open(url: AMQPURL, tls: TLSOptions, heartbeat: Int, connectTimeout: Double = 10,
-                     rpcTimeout: Double = 30, connectionName: String) throws(AMQPError) {
+    package func open(url: AMQPURL, tls: TLSOptions, heartbeat: Int, connectTimeout: Double = 10,
+                      rpcTimeout: Double = 30, connectionName: String) throws(AMQPError) {
         if url.tls {
             guard let ssl = amqp_ssl_socket_new(state) else {
                 throw AMQPError(.tls, operation: "TLS socket", message: "could not create the TLS socket")
@@ -159,10 +159,10 @@ public final class AMQPConnection {
     }
 
     /// The socket's file descriptor, for a read source; -1 when closed.
-    public var fileDescriptor: Int32 { amqp_get_sockfd(state) }
+    package var fileDescriptor: Int32 { amqp_get_sockfd(state) }
 
     /// Whether rabbitmq-c holds undelivered frames or unread bytes, so a read would not block.
-    public var hasBufferedInput: Bool {
+    package var hasBufferedInput: Bool {
         amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0
     }
 
@@ -171,32 +171,32 @@ public final class AMQPConnection {
     }
 
     /// Opens a channel.
-    public func openChannel(_ channel: UInt16) throws(AMQPError) {
+    package func openChannel(_ channel: UInt16) throws(AMQPError) {
         _ = amqp_channel_open(state, channel)
         try check("channel.open \(channel)")
     }
 
     /// Closes a channel (RPC).
-    public func closeChannel(_ channel: UInt16) {
+    package func closeChannel(_ channel: UInt16) {
         _ = amqp_channel_close(state, channel, Int32(AMQP_REPLY_SUCCESS))
     }
 
     /// Sets the prefetch count (`basic.qos`).
-    public func qos(channel: UInt16, prefetch: Int) throws(AMQPError) {
+    package func qos(channel: UInt16, prefetch: Int) throws(AMQPError) {
         _ = amqp_basic_qos(state, channel, 0, UInt16(clamping: prefetch), 0)
         try check("basic.qos")
     }
 
     /// Turns on publisher confirms.
-    public func confirmSelect(channel: UInt16) throws(AMQPError) {
+    package func confirmSelect(channel: UInt16) throws(AMQPError) {
         _ = amqp_confirm_select(state, channel)
         try check("confirm.select")
     }
 
     /// Declares a queue; `passive` only checks that it exists. Returns ready messages and consumers.
     @discardableResult
-    public func declareQueue(channel: UInt16, name: String, passive: Bool = false, durable: Bool = true,
-                             arguments: [String: AMQPFieldValue] = [:]) throws(AMQPError) -> (messages: Int, consumers: Int) {
+    package func declareQueue(channel: UInt16, name: String, passive: Bool = false, durable: Bool = true,
+                              arguments: [String: AMQPFieldValue] = [:]) throws(AMQPError) -> (messages: Int, consumers: Int) {
         let arena = AMQPArena()
         let ok = amqp_queue_declare(state, channel, arena.bytes(name), passive ? 1 : 0, durable ? 1 : 0, 0, 0,
                                     arena.table(arguments))
@@ -206,7 +206,7 @@ public final class AMQPConnection {
     }
 
     /// Starts consuming with manual acks; returns the consumer tag.
-    public func consume(channel: UInt16, queue: String, consumerTag: String) throws(AMQPError) -> String {
+    package func consume(channel: UInt16, queue: String, consumerTag: String) throws(AMQPError) -> String {
         let arena = AMQPArena()
         let ok = amqp_basic_consume(state, channel, arena.bytes(queue), arena.bytes(consumerTag), 0, 0, 0,
                                     amqp_table_t(num_entries: 0, entries: nil))
@@ -216,14 +216,14 @@ public final class AMQPConnection {
 
     /// Cancels a consumer and waits for cancel-ok. Deliveries that arrive meanwhile stay queued in
     /// rabbitmq-c and come out of the next reads.
-    public func cancel(channel: UInt16, consumerTag: String) throws(AMQPError) {
+    package func cancel(channel: UInt16, consumerTag: String) throws(AMQPError) {
         let arena = AMQPArena()
         _ = amqp_basic_cancel(state, channel, arena.bytes(consumerTag))
         try check("basic.cancel")
     }
 
     /// Publishes a message. The confirm arrives later as a frame.
-    public func publish(channel: UInt16, _ message: OutboundMessage) throws(AMQPError) {
+    package func publish(channel: UInt16, _ message: OutboundMessage) throws(AMQPError) {
         let arena = publishArena
         defer { arena.reset() }
         var properties = message.properties.encode(in: arena)
@@ -236,20 +236,20 @@ public final class AMQPConnection {
     }
 
     /// Acks a delivery (or all up to it with `multiple`).
-    public func ack(channel: UInt16, tag: UInt64, multiple: Bool = false) throws(AMQPError) {
+    package func ack(channel: UInt16, tag: UInt64, multiple: Bool = false) throws(AMQPError) {
         let status = amqp_basic_ack(state, channel, tag, multiple ? 1 : 0)
         if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.ack") }
     }
 
     /// Nacks a delivery; `requeue` hands it back to the queue, otherwise it is dead-lettered.
-    public func nack(channel: UInt16, tag: UInt64, multiple: Bool = false, requeue: Bool) throws(AMQPError) {
+    package func nack(channel: UInt16, tag: UInt64, multiple: Bool = false, requeue: Bool) throws(AMQPError) {
         let status = amqp_basic_nack(state, channel, tag, multiple ? 1 : 0, requeue ? 1 : 0)
         if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.nack") }
     }
 
     /// Reads one frame without blocking beyond `timeout` (zero: only what is already there).
     /// Also sends a heartbeat when one is due and detects missed heartbeats from the broker.
-    public func readFrame(timeout: Double = 0) throws(AMQPError) -> FrameRead {
+    package func readFrame(timeout: Double = 0) throws(AMQPError) -> FrameRead {
         var frame = amqp_frame_t()
         var tv = timeval(seconds: timeout)
         let status = amqp_simple_wait_frame_noblock(state, &frame, &tv)
@@ -272,11 +272,11 @@ public final class AMQPConnection {
     }
 
     /// Frees the memory of frames already handled.
-    public func releaseBuffers() { amqp_maybe_release_buffers(state) }
+    package func releaseBuffers() { amqp_maybe_release_buffers(state) }
 
     /// Closes the connection politely (connection.close, waits up to 2 s for close-ok).
     /// - Parameter replyCode: 200, or the AMQP error code that says why (e.g. 505, unexpected frame).
-    public func close(replyCode: Int32 = Int32(AMQP_REPLY_SUCCESS)) {
+    package func close(replyCode: Int32 = Int32(AMQP_REPLY_SUCCESS)) {
         guard isOpen else { return }
         isOpen = false
         var short = timeval(seconds: 2)

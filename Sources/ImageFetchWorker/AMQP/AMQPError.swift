@@ -2,49 +2,49 @@ import CRabbitMQ
 
 /// A failure talking to the broker. The description names the operation and the reason, never a
 /// password or a full URL.
-public struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of failure, extensible.
-    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+    package struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        package let rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package var description: String { rawValue }
 
         /// The TCP or TLS connection could not be made or broke.
-        public static let socket = Code(rawValue: "socket")
+        package static let socket = Code(rawValue: "socket")
         /// TLS set-up failed: a certificate file or a verification check.
-        public static let tls = Code(rawValue: "tls")
+        package static let tls = Code(rawValue: "tls")
         /// The broker refused the credentials or the virtual host.
-        public static let login = Code(rawValue: "login")
+        package static let login = Code(rawValue: "login")
         /// The broker closed the channel (for example a declare with other arguments).
-        public static let channelClosed = Code(rawValue: "channel_closed")
+        package static let channelClosed = Code(rawValue: "channel_closed")
         /// The broker closed the connection.
-        public static let connectionClosed = Code(rawValue: "connection_closed")
+        package static let connectionClosed = Code(rawValue: "connection_closed")
         /// No traffic from the broker for two heartbeat intervals.
-        public static let heartbeatTimeout = Code(rawValue: "heartbeat_timeout")
+        package static let heartbeatTimeout = Code(rawValue: "heartbeat_timeout")
         /// An RPC got no answer in time.
-        public static let timeout = Code(rawValue: "timeout")
+        package static let timeout = Code(rawValue: "timeout")
         /// The broker sent what the protocol does not allow (a delivery tag that does not
         /// increase, a body larger than its header said); the worker drops the connection.
-        public static let protocolViolation = Code(rawValue: "protocol_violation")
+        package static let protocolViolation = Code(rawValue: "protocol_violation")
         /// Anything else rabbitmq-c reported.
-        public static let library = Code(rawValue: "library")
+        package static let library = Code(rawValue: "library")
     }
 
-    public var code: Code
+    package var code: Code
     /// What the worker was doing, e.g. "queue.declare image-fetch.jobs".
-    public var operation: String
-    public var message: String
+    package var operation: String
+    package var message: String
     /// The AMQP reply code when the broker closed something (e.g. 406, 404, 320).
-    public var replyCode: UInt16?
+    package var replyCode: UInt16?
 
-    public init(_ code: Code, operation: String, message: String, replyCode: UInt16? = nil) {
+    package init(_ code: Code, operation: String, message: String, replyCode: UInt16? = nil) {
         self.code = code
         self.operation = operation
         self.message = message
         self.replyCode = replyCode
     }
 
-    public var description: String {
+    package var description: String {
         if let replyCode { return "\(operation): \(message) (\(code), reply code \(replyCode))" }
         return "\(operation): \(message) (\(code))"
     }

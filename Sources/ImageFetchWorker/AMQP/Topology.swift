@@ -1,36 +1,36 @@
 /// The queues the worker declares, derived from configuration. Pure data, no I/O.
-public struct Topology: Sendable, Equatable {
+package struct Topology: Sendable, Equatable {
     /// One queue declaration.
-    public struct Queue: Sendable, Equatable {
-        public var name: String
-        public var arguments: [String: AMQPFieldValue]
+    package struct Queue: Sendable, Equatable {
+        package var name: String
+        package var arguments: [String: AMQPFieldValue]
         /// A delay queue that may already exist with the arguments of an older release: then it is
         /// used as it is (with a warning) instead of stopping the worker. Any other queue whose
         /// arguments differ stops the worker at start-up.
-        public var mayExistWithOtherArguments: Bool = false
+        package var mayExistWithOtherArguments: Bool = false
     }
 
     /// Every queue, in declaration order (dead first, so the jobs queue's dead-letter target exists).
-    public var queues: [Queue]
+    package var queues: [Queue]
 
     /// The retry queue for a delay: `<jobs>.retry.<delay>` with a compact duration, e.g. `image-fetch.jobs.retry.5s`.
-    public static func retryQueueName(jobs: String, delaySeconds: Int) -> String {
+    package static func retryQueueName(jobs: String, delaySeconds: Int) -> String {
         "\(jobs).retry.\(Self.compactDuration(delaySeconds))"
     }
 
     /// The delay queue of the origin scheduler's deferrals: `<jobs>.defer.<delay>`, e.g. `image-fetch.jobs.defer.5s`.
-    public static func deferQueueName(jobs: String, delaySeconds: Int) -> String {
+    package static func deferQueueName(jobs: String, delaySeconds: Int) -> String {
         "\(jobs).defer.\(Self.compactDuration(delaySeconds))"
     }
 
     /// `5s`, `2m`, `1h`, `90s`: the shortest exact spelling.
-    public static func compactDuration(_ seconds: Int) -> String {
+    package static func compactDuration(_ seconds: Int) -> String {
         if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600)h" }
         if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60)m" }
         return "\(seconds)s"
     }
 
-    public init(configuration: WorkerConfiguration) {
+    package init(configuration: WorkerConfiguration) {
         let names = configuration.queue
         var typeArguments: [String: AMQPFieldValue] = [:]
         if names.type == .quorum { typeArguments["x-queue-type"] = .string("quorum") }
@@ -63,8 +63,8 @@ public struct Topology: Sendable, Equatable {
     /// On a quorum queue it is at-least-once (`x-dead-letter-strategy: at-least-once`), which
     /// RabbitMQ allows only together with `x-overflow: reject-publish`. The retry queues use it, and
     /// every future delay queue (deferral) must too.
-    public static func delayQueueArguments(type: WorkerConfiguration.Queues.QueueType, delayMilliseconds: Int64,
-                                           deadLetterRoutingKey: String) -> [String: AMQPFieldValue] {
+    package static func delayQueueArguments(type: WorkerConfiguration.Queues.QueueType, delayMilliseconds: Int64,
+                                            deadLetterRoutingKey: String) -> [String: AMQPFieldValue] {
         var arguments: [String: AMQPFieldValue] = [
             "x-message-ttl": .int(delayMilliseconds),
             "x-dead-letter-exchange": .string(""),

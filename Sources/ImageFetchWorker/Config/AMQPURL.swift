@@ -1,23 +1,23 @@
 /// One broker address parsed from `amqp.url`: `amqp[s]://user:password@host:port/vhost`.
 ///
 /// ``description`` never shows the password.
-public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
+package struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
     /// True for `amqps://`: connect with TLS.
-    public var tls: Bool
+    package var tls: Bool
     /// The host name or IP address; an IPv6 address is stored without brackets.
-    public var host: String
+    package var host: String
     /// The TCP port: 5672 for `amqp://`, 5671 for `amqps://` unless the URL says otherwise.
-    public var port: Int
+    package var port: Int
     /// The user name, percent-decoded.
-    public var user: String
+    package var user: String
     /// The password, percent-decoded. Never log it.
-    public var password: String
+    package var password: String
     /// The virtual host, percent-decoded (`%2F` is `/`).
-    public var vhost: String
+    package var vhost: String
 
     /// Creates a broker address; `port` defaults to 5671 with TLS and 5672 without.
-    public init(tls: Bool = false, host: String, port: Int? = nil, user: String = "guest",
-                password: String = "guest", vhost: String = "/") {
+    package init(tls: Bool = false, host: String, port: Int? = nil, user: String = "guest",
+                 password: String = "guest", vhost: String = "/") {
         self.tls = tls
         self.host = host
         self.port = port ?? (tls ? 5671 : 5672)
@@ -27,12 +27,12 @@ public struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `amqp://guest:guest@localhost:5672/%2F`.
-    public static let `default` = AMQPURL(host: "localhost")
+    package static let `default` = AMQPURL(host: "localhost")
 
     /// The URL with the password replaced by `***`, safe to log.
     ///
     /// An IPv6 host is shown in brackets: `amqp://guest:***@[::1]:5672/%2F`.
-    public var description: String {
+    package var description: String {
         let scheme = tls ? "amqps" : "amqp"
         let vhostPart = vhost == "/" ? "%2F" : (vhost.addingPercentEncodingForVhost())
         let hostPart = host.contains(":") ? "[\(host)]" : host
@@ -78,7 +78,7 @@ extension AMQPURL {
     ///
     /// - Parameter parsing: The URL. Leading and trailing white space is ignored.
     /// - Throws: ``ConfigurationError`` naming `amqp.url` when the URL is malformed.
-    public init(parsing string: String) throws(ConfigurationError) {
+    package init(parsing string: String) throws(ConfigurationError) {
         let text = ConfigText.trimmed(string)
         func fail(_ problem: String) -> ConfigurationError {
             ConfigurationError(
@@ -210,7 +210,7 @@ extension AMQPURL {
     /// - Parameter value: The list, such as `amqp://a:5672/,amqp://b:5672/`.
     /// - Returns: At least one URL, in the order given.
     /// - Throws: ``ConfigurationError`` naming `amqp.url`.
-    public static func parseList(_ value: String) throws(ConfigurationError) -> [AMQPURL] {
+    package static func parseList(_ value: String) throws(ConfigurationError) -> [AMQPURL] {
         var urls: [AMQPURL] = []
         for entry in value.split(separator: ",") {
             let trimmed = ConfigText.trimmed(String(entry))
@@ -232,7 +232,7 @@ extension AMQPURL {
     ///
     /// - Parameter text: A URL as written, possibly malformed.
     /// - Returns: The text, safe to log.
-    public static func redacting(_ text: String) -> String {
+    package static func redacting(_ text: String) -> String {
         text.split(separator: ",", omittingEmptySubsequences: false).map { entry -> String in
             let scheme = entry.range(of: "://")
             let authorityStart = scheme?.upperBound ?? entry.startIndex

@@ -4,18 +4,18 @@
 /// `EX_CONFIG`) before it connects to anything. ``description`` never contains a secret: errors
 /// about `amqp.url` show the URL with its password replaced by `***`, and errors about other
 /// secrets (keys ending in `password` or `secret`, and `*_FILE` contents) do not show the value.
-public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The configuration key at fault, such as `worker.concurrency`; `config` for the
     /// `--config` file itself, `arguments` for an unknown command-line flag.
-    public var key: String
+    package var key: String
     /// What is wrong, such as `must be an integer between 1 and 4096, got "abc"`.
-    public var problem: String
+    package var problem: String
     /// Where the value came from, such as `flag --worker-concurrency`, `environment variable
     /// WORKER_CONCURRENCY` or `config file w.yaml`; nil when unknown or for defaults.
-    public var source: String?
+    package var source: String?
 
     /// The exit status for a configuration error: 78, `EX_CONFIG` from `sysexits.h`.
-    public static let exitStatus: Int32 = 78
+    package static let exitStatus: Int32 = 78
 
     /// Creates an error about `key`.
     ///
@@ -23,7 +23,7 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
     ///   - key: The configuration key at fault.
     ///   - problem: What is wrong with it. Must not contain a secret value.
     ///   - source: Where the value came from, if known.
-    public init(key: String, problem: String, source: String? = nil) {
+    package init(key: String, problem: String, source: String? = nil) {
         self.key = key
         self.problem = problem
         self.source = source
@@ -31,7 +31,7 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 
     /// One line: `configuration error: worker.concurrency: must be … (from environment variable
     /// WORKER_CONCURRENCY)`.
-    public var description: String {
+    package var description: String {
         var line = "configuration error: \(key): \(problem)"
         if let source {
             line += " (from \(source))"

@@ -25,7 +25,7 @@ import Foundation
 ///
 /// Loading is pure apart from reading the config file and `*_FILE` secrets: it takes the
 /// arguments and environment as parameters and touches no global state.
-public enum ConfigurationLoader {
+package enum ConfigurationLoader {
     /// Reads flags, environment, the `--config` file and defaults, and validates the result.
     ///
     /// - Parameters:
@@ -36,7 +36,7 @@ public enum ConfigurationLoader {
     /// - Returns: The validated configuration.
     /// - Throws: ``ConfigurationError`` for the first invalid value, unknown flag, or unreadable
     ///   config or secret file. Exit with ``ConfigurationError/exitStatus`` (78).
-    public static func load(
+    package static func load(
         arguments: [String],
         environment: [String: String]
     ) throws(ConfigurationError) -> WorkerConfiguration {
@@ -106,15 +106,15 @@ public enum ConfigurationLoader {
     }
 
     /// Every configuration key, in the order of the documentation.
-    public static var keys: [String] { ConfigurationKey.all.map(\.name) }
+    package static var keys: [String] { ConfigurationKey.all.map(\.name) }
 
     /// The command-line flag for a key: `fetch.max_bytes` → `--fetch-max-bytes`.
-    public static func flagName(forKey key: String) -> String {
+    package static func flagName(forKey key: String) -> String {
         ConfigurationKey.flag(forKey: key)
     }
 
     /// The environment variable for a key: `fetch.max_bytes` → `FETCH_MAX_BYTES`.
-    public static func environmentVariableName(forKey key: String) -> String {
+    package static func environmentVariableName(forKey key: String) -> String {
         ConfigurationKey.variable(forKey: key)
     }
 

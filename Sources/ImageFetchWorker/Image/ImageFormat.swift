@@ -20,7 +20,7 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     case heic
 
     /// The usual file extension, without a dot: `jpg`, `png`, `gif`, `webp`, `bmp`, `tif`, `avif`, `heic`.
-    public var fileExtension: String {
+    package var fileExtension: String {
         switch self {
         case .jpeg: return "jpg"
         case .png: return "png"
@@ -34,7 +34,7 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     }
 
     /// The registered media type, such as `image/jpeg`.
-    public var mimeType: String {
+    package var mimeType: String {
         switch self {
         case .jpeg: return "image/jpeg"
         case .png: return "image/png"
@@ -89,13 +89,13 @@ public struct ImageInfo: Sendable, Equatable, Hashable {
     }
 
     /// The width as displayed: the height when the orientation turns the image a quarter (5…8).
-    public var displayWidth: Int { (orientation ?? 1) >= 5 ? height : width }
+    package var displayWidth: Int { (orientation ?? 1) >= 5 ? height : width }
     /// See ``displayWidth``.
-    public var displayHeight: Int { (orientation ?? 1) >= 5 ? width : height }
+    package var displayHeight: Int { (orientation ?? 1) >= 5 ? width : height }
 
     /// The pixels a decoder allocates for the largest raster it holds: width × height, or the
     /// grown canvas when frames outgrow the image. Saturates at `Int.max`.
-    public var pixelCount: Int {
+    package var pixelCount: Int {
         func area(_ w: Int, _ h: Int) -> Int {
             let (product, overflow) = w.multipliedReportingOverflow(by: h)
             return overflow ? Int.max : product
@@ -104,13 +104,13 @@ public struct ImageInfo: Sendable, Equatable, Hashable {
     }
 
     /// Whether ``pixelCount`` is over `maxPixels` (`fetch.max_pixels`).
-    public func exceedsPixels(_ maxPixels: Int) -> Bool {
+    package func exceedsPixels(_ maxPixels: Int) -> Bool {
         pixelCount > maxPixels
     }
 
     /// Whether this answer, given for a prefix, agrees with `whole`, the answer for the whole body:
     /// the same format and size, and every optional fact it gives the same.
-    public func isConsistent(withWhole whole: ImageInfo) -> Bool {
+    package func isConsistent(withWhole whole: ImageInfo) -> Bool {
         func same<T: Equatable>(_ a: T?, _ b: T?) -> Bool { a == nil || a == b }
         return format == whole.format && width == whole.width && height == whole.height
             && same(frames, whole.frames) && same(animated, whole.animated) && same(orientation, whole.orientation)

@@ -30,7 +30,7 @@ public enum ImageSniffer {
     /// gives `.image`, the whole body gives an image that agrees with it
     /// (``ImageInfo/isConsistent(withWhole:)``): the same format and size, and the facts that need
     /// the whole body (the frames of a GIF or animated WebP, a WebP's orientation) filled in.
-    public static func inspect(_ bytes: UnsafeRawBufferPointer, isComplete: Bool) -> ImageInspection {
+    package static func inspect(_ bytes: UnsafeRawBufferPointer, isComplete: Bool) -> ImageInspection {
         guard let first = bytes.first else {
             return isComplete ? .notAnImage(reason: "empty body") : .needMoreData
         }

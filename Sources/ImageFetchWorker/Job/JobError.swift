@@ -6,61 +6,61 @@
 public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A stable, machine-readable error code: a closed set. Callers compare codes; only this type
     /// mints them, so every code that can appear is one of the static members below, documented.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        public let rawValue: String
+    package struct Code: Sendable, Hashable, CustomStringConvertible {
+        package let rawValue: String
         private init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+        package var description: String { rawValue }
 
         /// The body is not JSON, `id`/`url` is missing, or its `headers` are not allowed. The job
         /// is dead-lettered.
-        public static let invalidJob = Code(rawValue: "invalid_job")
+        package static let invalidJob = Code(rawValue: "invalid_job")
         /// Not an absolute URL, too long, has user info, has no host, or an internationalised host
         /// name that is invalid or confusable.
-        public static let invalidURL = Code(rawValue: "invalid_url")
+        package static let invalidURL = Code(rawValue: "invalid_url")
         /// Anything but http and https, also on a redirect.
-        public static let unsupportedScheme = Code(rawValue: "unsupported_scheme")
+        package static let unsupportedScheme = Code(rawValue: "unsupported_scheme")
         /// The connection would go to a non-public address that is not allowed.
-        public static let forbiddenAddress = Code(rawValue: "forbidden_address")
+        package static let forbiddenAddress = Code(rawValue: "forbidden_address")
         /// The host, or a redirect target's host, is not allowed by `fetch.allowed_hosts` or
         /// `fetch.denied_hosts`.
-        public static let hostNotAllowed = Code(rawValue: "host_not_allowed")
+        package static let hostNotAllowed = Code(rawValue: "host_not_allowed")
         /// The host name did not resolve.
-        public static let dnsFailure = Code(rawValue: "dns_failure")
+        package static let dnsFailure = Code(rawValue: "dns_failure")
         /// The connection was refused or reset.
-        public static let connectFailed = Code(rawValue: "connect_failed")
+        package static let connectFailed = Code(rawValue: "connect_failed")
         /// Connect, total or low-speed timeout.
-        public static let timeout = Code(rawValue: "timeout")
+        package static let timeout = Code(rawValue: "timeout")
         /// The TLS handshake or the certificate check failed.
-        public static let tlsFailure = Code(rawValue: "tls_failure")
+        package static let tlsFailure = Code(rawValue: "tls_failure")
         /// Redirects ran past `fetch.max_redirects`.
-        public static let tooManyRedirects = Code(rawValue: "too_many_redirects")
+        package static let tooManyRedirects = Code(rawValue: "too_many_redirects")
         /// The final status was outside 2xx.
-        public static let httpError = Code(rawValue: "http_error")
+        package static let httpError = Code(rawValue: "http_error")
         /// The body, or its Content-Length, is over `fetch.max_bytes`.
-        public static let tooLarge = Code(rawValue: "too_large")
+        package static let tooLarge = Code(rawValue: "too_large")
         /// The body is shorter than its Content-Length, or the connection closed mid-body.
-        public static let truncated = Code(rawValue: "truncated")
+        package static let truncated = Code(rawValue: "truncated")
         /// The bytes are not a supported image format.
-        public static let notAnImage = Code(rawValue: "not_an_image")
+        package static let notAnImage = Code(rawValue: "not_an_image")
         /// Width × height is over `fetch.max_pixels`.
-        public static let tooManyPixels = Code(rawValue: "too_many_pixels")
+        package static let tooManyPixels = Code(rawValue: "too_many_pixels")
         /// The sink could not store the body.
-        public static let storageFailed = Code(rawValue: "storage_failed")
+        package static let storageFailed = Code(rawValue: "storage_failed")
         /// The job's origin stayed paused or busy past `scheduler.defer_budget` of deferral.
         /// Dead-lettered with its result, so that it can be redriven.
-        public static let originBusy = Code(rawValue: "origin_busy")
+        package static let originBusy = Code(rawValue: "origin_busy")
         /// A job redelivered more than `queue.delivery_limit` times; only in dead-letter headers.
-        public static let deliveryLimit = Code(rawValue: "delivery_limit")
+        package static let deliveryLimit = Code(rawValue: "delivery_limit")
         /// The job's body is over `queue.max_job_bytes`: rejected unread to the jobs queue's
         /// dead-letter exchange, no result (the job's id is in the body that was not read).
-        public static let jobTooLarge = Code(rawValue: "job_too_large")
+        package static let jobTooLarge = Code(rawValue: "job_too_large")
         /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
         /// The delivery is handed back to the broker instead of producing a result.
-        public static let aborted = Code(rawValue: "aborted")
+        package static let aborted = Code(rawValue: "aborted")
 
         /// Whether a failure with this code is worth retrying, when nothing more is known.
         /// `http_error` depends on the status; see ``JobError/httpStatus(_:)``.
-        public var isRetryableByDefault: Bool {
+        package var isRetryableByDefault: Bool {
             switch self {
             case .dnsFailure, .connectFailed, .timeout, .truncated, .storageFailed: return true
             default: return false
@@ -69,21 +69,21 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The stable code.
-    public var code: Code
+    package var code: Code
     /// A human-readable explanation that names no URL and no credential.
-    public var message: String
+    package var message: String
     /// Whether the job should be retried.
-    public var retryable: Bool
+    package var retryable: Bool
 
     /// Creates an error; `retryable` defaults to what the code implies.
-    public init(_ code: Code, _ message: String, retryable: Bool? = nil) {
+    package init(_ code: Code, _ message: String, retryable: Bool? = nil) {
         self.code = code
         self.message = message
         self.retryable = retryable ?? code.isRetryableByDefault
     }
 
     /// The error for a final HTTP status outside 2xx: retryable for 408, 429 and 5xx.
-    public static func httpStatus(_ status: Int) -> JobError {
+    package static func httpStatus(_ status: Int) -> JobError {
         let retryable = status == 408 || status == 429 || (500...599).contains(status)
         return JobError(.httpError, "the origin answered HTTP \(status)", retryable: retryable)
     }

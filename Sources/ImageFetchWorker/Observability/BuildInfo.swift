@@ -1,10 +1,10 @@
 /// What `image_fetch_build_info{version,revision,swift}` reports. The revision and the Swift
 /// version are baked in by scripts/build-info.sh in release builds (scripts/release-build.sh, the
 /// Dockerfile); a plain `swift build` reports revision "unknown" and the compiler's major.minor.
-public enum BuildInfo {
-    public static let version = "0.1.0"
+package enum BuildInfo {
+    package static let version = "0.1.0"
 
-    public static let revision: String = {
+    package static let revision: String = {
         #if IFW_GENERATED_BUILD_INFO
         return GeneratedBuildInfo.revision
         #else
@@ -12,7 +12,7 @@ public enum BuildInfo {
         #endif
     }()
 
-    public static let swift: String = {
+    package static let swift: String = {
         #if IFW_GENERATED_BUILD_INFO
         return GeneratedBuildInfo.swift
         #elseif compiler(>=6.5)
@@ -32,7 +32,7 @@ public enum BuildInfo {
 
     /// The labels of `image_fetch_build_info`.
     /// `0.1.0 (revision 1a2b3c4d5e6f)`, as `--version` prints it.
-    public static var description: String {
+    package static var description: String {
         "\(version) (revision \(revision))"
     }
 

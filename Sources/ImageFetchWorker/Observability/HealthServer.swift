@@ -7,22 +7,22 @@ import NIOPosix
 /// The operations endpoint on `http.port`: `GET /metrics` (Prometheus text), `GET /healthz`
 /// (200 while the worker's queues answer) and `GET /readyz` (200 only while connected and
 /// consuming). Built on SwiftNIO's HTTP/1 server; one event-loop thread.
-public final class HealthServer: Sendable {
+package final class HealthServer: Sendable {
     /// What the endpoint reports; every closure must be cheap and thread-safe.
-    public struct Probes: Sendable {
+    package struct Probes: Sendable {
         /// Readiness: connected, consuming, not blocked, not draining.
-        public var isReady: @Sendable () -> Bool
+        package var isReady: @Sendable () -> Bool
         /// Liveness: calls back with true when the worker's queues ran a no-op in time.
-        public var checkHealth: @Sendable (@escaping @Sendable (Bool) -> Void) -> Void
+        package var checkHealth: @Sendable (@escaping @Sendable (Bool) -> Void) -> Void
         /// The Prometheus text exposition.
-        public var metrics: @Sendable () -> [UInt8]
+        package var metrics: @Sendable () -> [UInt8]
         /// `/origins`: the busiest origins as JSON, at most `limit` of them.
-        public var origins: @Sendable (_ limit: Int) -> [UInt8]
+        package var origins: @Sendable (_ limit: Int) -> [UInt8]
 
-        public init(isReady: @escaping @Sendable () -> Bool,
-                    checkHealth: @escaping @Sendable (@escaping @Sendable (Bool) -> Void) -> Void,
-                    metrics: @escaping @Sendable () -> [UInt8],
-                    origins: @escaping @Sendable (_ limit: Int) -> [UInt8] = { _ in Array("[]\n".utf8) }) {
+        package init(isReady: @escaping @Sendable () -> Bool,
+                     checkHealth: @escaping @Sendable (@escaping @Sendable (Bool) -> Void) -> Void,
+                     metrics: @escaping @Sendable () -> [UInt8],
+                     origins: @escaping @Sendable (_ limit: Int) -> [UInt8] = { _ in Array("[]\n".utf8) }) {
             self.isReady = isReady
             self.checkHealth = checkHealth
             self.metrics = metrics
@@ -34,10 +34,10 @@ public final class HealthServer: Sendable {
     private let channel: any Channel
 
     /// The bound port (useful with port 0).
-    public var port: Int { channel.localAddress?.port ?? 0 }
+    package var port: Int { channel.localAddress?.port ?? 0 }
 
     /// Binds and starts serving.
-    public init(host: String, port: Int, probes: Probes, logger: Logger) throws {
+    package init(host: String, port: Int, probes: Probes, logger: Logger) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.group = group
         do {
@@ -60,7 +60,7 @@ public final class HealthServer: Sendable {
     }
 
     /// Stops serving.
-    public func shutdown() {
+    package func shutdown() {
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
     }

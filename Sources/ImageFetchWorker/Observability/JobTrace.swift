@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import Tracing
 
 /// A job's trace: the context it arrived with, its own span, and the context that its result, retry
@@ -166,7 +167,7 @@ package final class JobTrace: Sendable {
 
 /// The process-wide tracer of ``JobTrace``, written once by ``TracingSetup``.
 enum TracerHolder {
-    static let shared = NSLockedValue<(any Tracer)?>(nil)
+    static let shared = Mutex<(any Tracer)?>(nil)
 }
 
 /// Where this module's tracer keeps a span's W3C context in an `InstrumentationContext`.

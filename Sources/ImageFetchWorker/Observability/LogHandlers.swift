@@ -1,39 +1,40 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// Writes one JSON object per line to standard error: `time` (RFC 3339), `level`, `message`,
 /// `label`, and the metadata flattened as string fields (`job_id`, `url_host`, `outcome`,
 /// `duration_ms`, …). Metadata cannot replace the four fixed fields.
-public struct JSONLogHandler: LogHandler {
+package struct JSONLogHandler: LogHandler {
     /// Metadata added to every line.
-    public var metadata: Logger.Metadata = [:]
+    package var metadata: Logger.Metadata = [:]
     /// The lowest level written.
-    public var logLevel: Logger.Level = .info
+    package var logLevel: Logger.Level = .info
     /// Metadata computed for each line (task-local context).
-    public var metadataProvider: Logger.MetadataProvider?
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let output: @Sendable ([UInt8]) -> Void
-    private static let standardError = NSLockedValue(FileHandle.standardError)
+    private static let standardError = Mutex(FileHandle.standardError)
 
     /// A handler that writes to standard error.
-    public init(label: String) {
+    package init(label: String) {
         self.init(label: label) { line in Self.standardError.withLock { $0.write(Data(line)) } }
     }
 
     /// A handler that hands each line, newline included, to `output` (tests, other sinks).
-    public init(label: String, output: @escaping @Sendable ([UInt8]) -> Void) {
+    package init(label: String, output: @escaping @Sendable ([UInt8]) -> Void) {
         self.label = label
         self.output = output
     }
 
     /// One metadata value.
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
     /// Writes one line.
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var json = JSONWriter(capacity: 256)
         json.beginObject()
         json.field("time", RFC3339.now())
@@ -54,9 +55,9 @@ public struct JSONLogHandler: LogHandler {
 }
 
 /// Sets up swift-log from `log.*`.
-public enum LoggingSetup {
+package enum LoggingSetup {
     /// Bootstraps the global logging system once, from the configuration.
-    public static func bootstrap(_ configuration: WorkerConfiguration.Log) {
+    package static func bootstrap(_ configuration: WorkerConfiguration.Log) {
         let level = Logger.Level(rawValue: configuration.level) ?? .info
         switch configuration.format {
         case .json:

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// A small client for the RabbitMQ management API (`GET /api/queues/VHOST/NAME`), for the
 /// unacked counts and rates that a passive declare cannot give. It runs on the libcurl
@@ -7,24 +8,24 @@ import Foundation
 ///
 /// Credentials come from the URL's user info, or else from the broker URL; they are sent as HTTP
 /// basic authentication and never shown: ``description`` and every error show the URL without them.
-public struct ManagementAPI: Sendable, CustomStringConvertible {
+package struct ManagementAPI: Sendable, CustomStringConvertible {
     /// What the management API reports for one queue.
-    public struct QueueStats: Sendable, Equatable {
+    package struct QueueStats: Sendable, Equatable {
         /// `messages_ready`.
-        public var ready: Int?
+        package var ready: Int?
         /// `messages_unacknowledged`.
-        public var unacked: Int?
+        package var unacked: Int?
         /// `consumers`.
-        public var consumers: Int?
+        package var consumers: Int?
         /// `message_stats.publish_details.rate`, per second; nil before any traffic or with statistics off.
-        public var publishRate: Double?
+        package var publishRate: Double?
         /// `message_stats.deliver_get_details.rate`, per second.
-        public var deliverRate: Double?
+        package var deliverRate: Double?
         /// `message_stats.ack_details.rate`, per second.
-        public var ackRate: Double?
+        package var ackRate: Double?
 
         /// Reads the JSON object of `GET /api/queues/VHOST/NAME`; nil if it is not an object.
-        public static func parse(_ body: [UInt8]) -> QueueStats? {
+        package static func parse(_ body: [UInt8]) -> QueueStats? {
             guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else { return nil }
             func int(_ key: String) -> Int? { (object[key] as? NSNumber)?.intValue }
             let messageStats = object["message_stats"] as? [String: Any]
@@ -38,20 +39,20 @@ public struct ManagementAPI: Sendable, CustomStringConvertible {
     }
 
     /// Why the management API could not be read. The message never contains the password.
-    public struct Failure: Error, Sendable, CustomStringConvertible {
+    package struct Failure: Error, Sendable, CustomStringConvertible {
         /// One line for the operator.
-        public var description: String
+        package var description: String
     }
 
     /// The base URL without user info, e.g. `http://rabbitmq:15672` or `https://host/rabbitmq`.
-    public let baseURL: String
+    package let baseURL: String
     /// The user name sent with basic authentication.
-    public let user: String
+    package let user: String
     private let password: String
     private let engine: FetchEngine
 
     /// The base URL and user, without the password.
-    public var description: String { "\(baseURL) (user \(user))" }
+    package var description: String { "\(baseURL) (user \(user))" }
 
     /// Parses `url` (`http[s]://[user[:password]@]host[:port][/prefix]`) and creates the client.
     ///
@@ -59,7 +60,7 @@ public struct ManagementAPI: Sendable, CustomStringConvertible {
     ///   - url: the management API's base URL; a path is kept as a prefix (for a reverse proxy).
     ///   - fallback: where the user and password come from when the URL has none (`amqp.url`).
     ///   - fetch: the timeouts and limits of the requests.
-    public init(url: String, fallback: AMQPURL, fetch: WorkerConfiguration.Fetch = .init()) throws(Failure) {
+    package init(url: String, fallback: AMQPURL, fetch: WorkerConfiguration.Fetch = .init()) throws(Failure) {
         guard var components = URLComponents(string: url.trimmingCharacters(in: .whitespaces)),
               let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
               let host = components.host, !host.isEmpty
@@ -91,12 +92,12 @@ public struct ManagementAPI: Sendable, CustomStringConvertible {
 
     /// The URL of one queue's statistics: `BASE/api/queues/VHOST/NAME`, both percent-encoded
     /// (the default vhost `/` is `%2F`).
-    public func queueURL(vhost: String, name: String) -> String {
+    package func queueURL(vhost: String, name: String) -> String {
         "\(baseURL)/api/queues/\(Self.encoded(vhost))/\(Self.encoded(name))"
     }
 
     /// One queue's statistics; nil when the management API says it does not exist (404).
-    public func queue(vhost: String, name: String) throws(Failure) -> QueueStats? {
+    package func queue(vhost: String, name: String) throws(Failure) -> QueueStats? {
         let url = queueURL(vhost: vhost, name: name)
         var request = FetchRequest(url: url)
         let token = Data("\(user):\(password)".utf8).base64EncodedString()
@@ -126,7 +127,7 @@ public struct ManagementAPI: Sendable, CustomStringConvertible {
     /// while the engine's own queue does the work.
     private func perform(_ request: FetchRequest) -> FetchResponse {
         let done = DispatchSemaphore(value: 0)
-        let box = NSLockedValue<FetchResponse?>(nil)
+        let box = Mutex<FetchResponse?>(nil)
         engine.fetch(request) { response in
             box.withLock { $0 = response }
             done.signal()

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 import Tracing
 
 /// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP, protobuf or JSON
@@ -40,7 +41,7 @@ package final class OTLPExporter: Sendable {
     private let engine: FetchEngine
     private let logger: Logger
     private let queue = DispatchQueue(label: "image-fetch-worker.otlp")
-    private let pending = NSLockedValue(Pending())
+    private let pending = Mutex(Pending())
 
     private struct Pending {
         var spans: [FinishedSpan] = []
@@ -106,8 +107,9 @@ package final class OTLPExporter: Sendable {
             request.headers = ["Content-Type: \(configuration.encoding.contentType)"] + configuration.headers
             request.uploadBody = configuration.encoding.encode(batch, resource: configuration.resource)
             request.checkAddresses = false
-            engine.fetch(request) { [logger, pending] response in
-                pending.withLock { $0.exporting -= 1 }
+            // Weak: a fetch in flight must not keep the exporter (and its engine) alive.
+            engine.fetch(request) { [logger, weak self] response in
+                self?.pending.withLock { $0.exporting -= 1 }
                 guard let status = response.httpStatus, (200..<300).contains(status) else {
                     logger.warning("trace export failed; spans dropped", metadata: [
                         "count": "\(batch.count)",

@@ -1,3 +1,4 @@
+import Synchronization
 import Tracing
 
 /// A swift-distributed-tracing tracer that records W3C-identified spans and hands finished ones
@@ -117,7 +118,7 @@ package struct FinishedSpan: Sendable {
 /// One span of ``OTLPTracer``. Thread-safe: stages end on other queues than they started on.
 package final class OTLPSpan: Tracing.Span {
     package let context: InstrumentationContext
-    private let state: NSLockedValue<State>
+    private let state: Mutex<State>
     private let sink: (@Sendable (FinishedSpan) -> Void)?
 
     private struct State {
@@ -129,9 +130,9 @@ package final class OTLPSpan: Tracing.Span {
          start: UInt64, sink: (@Sendable (FinishedSpan) -> Void)?) {
         self.context = context
         self.sink = sink
-        state = NSLockedValue(State(record: FinishedSpan(name: name, kind: kind, trace: trace, parentSpanID: parentSpanID,
-                                                         start: start, end: start, attributes: [], status: nil,
-                                                         events: [])))
+        state = Mutex(State(record: FinishedSpan(name: name, kind: kind, trace: trace, parentSpanID: parentSpanID,
+                                                 start: start, end: start, attributes: [], status: nil,
+                                                 events: [])))
     }
 
     /// False for spans that are not sampled: callers skip building attributes for them.

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import Prometheus
+import Synchronization
 
 /// The standard `process_*` metrics of Prometheus client libraries, read from `/proc/self` when
 /// `/metrics` is rendered. (No maintained Swift package in reach exports them.) Where `/proc` is
@@ -53,7 +54,7 @@ package final class ProcessMetrics: Sendable {
     private let maxFDs: Prometheus.Gauge
     private let startTime: Prometheus.Gauge
     /// CPU seconds already added to the counter, which only counts up.
-    private let cpuRecorded = NSLockedValue(0.0)
+    private let cpuRecorded = Mutex(0.0)
     private let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
     private let pageSize = UInt64(sysconf(Int32(_SC_PAGESIZE)))
 

@@ -2,28 +2,28 @@ import Foundation
 
 /// Ready messages and consumers per queue, by passive declares, and optionally unacked messages and
 /// rates from the RabbitMQ management API (the `depth` command).
-public enum QueueDepth {
+package enum QueueDepth {
     /// One queue's depth; nil counts when the queue does not exist (or, for the management fields,
     /// when the management API was not asked or reports no such value).
-    public struct Row: Sendable, Equatable {
+    package struct Row: Sendable, Equatable {
         /// The queue name.
-        public var queue: String
+        package var queue: String
         /// Ready messages, from a passive declare.
-        public var ready: Int?
+        package var ready: Int?
         /// Consumers, from a passive declare.
-        public var consumers: Int?
+        package var consumers: Int?
         /// Delivered but not yet acknowledged messages (management API).
-        public var unacked: Int?
+        package var unacked: Int?
         /// Messages published into the queue per second (management API, `publish_details.rate`).
-        public var publishRate: Double?
+        package var publishRate: Double?
         /// Messages delivered or fetched per second (management API, `deliver_get_details.rate`).
-        public var deliverRate: Double?
+        package var deliverRate: Double?
         /// Acknowledgements per second (management API, `ack_details.rate`).
-        public var ackRate: Double?
+        package var ackRate: Double?
 
         /// Creates a row.
-        public init(queue: String, ready: Int?, consumers: Int?, unacked: Int? = nil, publishRate: Double? = nil,
-                    deliverRate: Double? = nil, ackRate: Double? = nil) {
+        package init(queue: String, ready: Int?, consumers: Int?, unacked: Int? = nil, publishRate: Double? = nil,
+                     deliverRate: Double? = nil, ackRate: Double? = nil) {
             self.queue = queue
             self.ready = ready
             self.consumers = consumers
@@ -43,18 +43,18 @@ public enum QueueDepth {
     }
 
     /// The exit statuses of the `depth` command.
-    public enum ExitStatus {
+    package enum ExitStatus {
         /// Every queue was read and none holds more than `--max-ready` ready messages.
-        public static let ok: Int32 = 0
+        package static let ok: Int32 = 0
         /// A queue holds more than `--max-ready` ready messages.
-        public static let overMaxReady: Int32 = 1
+        package static let overMaxReady: Int32 = 1
         /// The depth could not be read: the broker or the management API did not answer, refused
         /// the credentials, or answered with something unexpected.
-        public static let cannotRead: Int32 = 2
+        package static let cannotRead: Int32 = 2
     }
 
     /// The queues of the topology: jobs, its retry queues, dead and results.
-    public static func queueNames(_ configuration: WorkerConfiguration) -> [String] {
+    package static func queueNames(_ configuration: WorkerConfiguration) -> [String] {
         let queues = configuration.queue
         let retries = Set(configuration.retry.delays).sorted().map {
             Topology.retryQueueName(jobs: queues.jobs, delaySeconds: $0)
@@ -66,7 +66,7 @@ public enum QueueDepth {
     }
 
     /// Samples every queue on a short-lived connection.
-    public static func sample(_ configuration: WorkerConfiguration) throws(AMQPError) -> [Row] {
+    package static func sample(_ configuration: WorkerConfiguration) throws(AMQPError) -> [Row] {
         let connection = try AMQPConnection()
         let amqp = configuration.amqp
         try connection.open(
@@ -93,8 +93,8 @@ public enum QueueDepth {
 
     /// Adds unacked messages and rates from the management API to `rows`, in the vhost of the
     /// first `amqp.url`.
-    public static func addManagementStats(_ rows: [Row], api: ManagementAPI,
-                                          configuration: WorkerConfiguration) throws(ManagementAPI.Failure) -> [Row] {
+    package static func addManagementStats(_ rows: [Row], api: ManagementAPI,
+                                           configuration: WorkerConfiguration) throws(ManagementAPI.Failure) -> [Row] {
         let vhost = configuration.amqp.urls[0].vhost
         var out = rows
         for index in out.indices {
@@ -106,14 +106,14 @@ public enum QueueDepth {
     }
 
     /// Whether any queue holds more than `maxReady` ready messages.
-    public static func exceeds(_ rows: [Row], maxReady: Int) -> Bool {
+    package static func exceeds(_ rows: [Row], maxReady: Int) -> Bool {
         rows.contains { ($0.ready ?? 0) > maxReady }
     }
 
     /// A JSON array with one object per queue: `queue`, `ready`, `consumers`, and with the
     /// management API also `unacked`, `publish_rate`, `deliver_rate`, `ack_rate` (per second).
     /// Missing values are `null`.
-    public static func json(_ rows: [Row], management: Bool) -> String {
+    package static func json(_ rows: [Row], management: Bool) -> String {
         var json = JSONWriter(capacity: 128 * rows.count)
         json.beginArray()
         for row in rows {
@@ -134,7 +134,7 @@ public enum QueueDepth {
     }
 
     /// A table for people; `-` marks a missing value.
-    public static func table(_ rows: [Row], management: Bool) -> String {
+    package static func table(_ rows: [Row], management: Bool) -> String {
         var header = ["QUEUE", "READY", "CONSUMERS"]
         if management { header += ["UNACKED", "PUBLISH/S", "DELIVER/S", "ACK/S"] }
         var lines = [header]

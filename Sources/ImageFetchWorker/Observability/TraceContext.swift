@@ -3,19 +3,19 @@ import Synchronization
 /// A W3C Trace Context (https://www.w3.org/TR/trace-context/): the `traceparent` of one span and
 /// the `tracestate` that travels with it. Parsing follows the specification's rules for
 /// receivers: an invalid `traceparent` is ignored (a new trace starts) and never rejects a job.
-public struct TraceContext: Sendable, Hashable {
+package struct TraceContext: Sendable, Hashable {
     /// 16 bytes, as two big-endian halves; never all zero.
-    public var traceID: TraceID
+    package var traceID: TraceID
     /// 8 bytes; never zero.
-    public var spanID: UInt64
+    package var spanID: UInt64
     /// Bit 0: sampled.
-    public var flags: UInt8
+    package var flags: UInt8
     /// The vendor entries, passed on unchanged; nil when absent or invalid.
-    public var traceState: String?
+    package var traceState: String?
 
-    public var isSampled: Bool { flags & 1 == 1 }
+    package var isSampled: Bool { flags & 1 == 1 }
 
-    public init(traceID: TraceID, spanID: UInt64, flags: UInt8 = 1, traceState: String? = nil) {
+    package init(traceID: TraceID, spanID: UInt64, flags: UInt8 = 1, traceState: String? = nil) {
         self.traceID = traceID
         self.spanID = spanID
         self.flags = flags
@@ -23,33 +23,33 @@ public struct TraceContext: Sendable, Hashable {
     }
 
     /// The 128-bit trace id.
-    public struct TraceID: Sendable, Hashable {
-        public var high: UInt64
-        public var low: UInt64
+    package struct TraceID: Sendable, Hashable {
+        package var high: UInt64
+        package var low: UInt64
 
-        public init(high: UInt64, low: UInt64) {
+        package init(high: UInt64, low: UInt64) {
             self.high = high
             self.low = low
         }
 
         /// A random id (never all zero).
-        public static func random() -> TraceID {
+        package static func random() -> TraceID {
             TraceID(high: TraceIDGenerator.next(), low: TraceIDGenerator.next() | 1)
         }
 
         /// 32 lowercase hex digits.
-        public var hex: String { TraceContext.hex(high) + TraceContext.hex(low) }
+        package var hex: String { TraceContext.hex(high) + TraceContext.hex(low) }
     }
 
     /// A random span id (never zero).
-    public static func randomSpanID() -> UInt64 {
+    package static func randomSpanID() -> UInt64 {
         TraceIDGenerator.next() | 1
     }
 
     /// Parses a `traceparent` value and an optional `tracestate`. Version `00` must be exactly
     /// 55 characters; a later version may append fields after a `-`, which are ignored. Version
     /// `ff`, upper-case hex, and all-zero ids are invalid.
-    public init?(traceparent: String, tracestate: String? = nil) {
+    package init?(traceparent: String, tracestate: String? = nil) {
         let utf8 = Array(traceparent.utf8)
         guard utf8.count >= 55, utf8[2] == UInt8(ascii: "-"), utf8[35] == UInt8(ascii: "-"),
               utf8[52] == UInt8(ascii: "-"),
@@ -70,15 +70,15 @@ public struct TraceContext: Sendable, Hashable {
     }
 
     /// The `traceparent` value: `00-<trace id>-<span id>-<flags>`.
-    public var traceparent: String {
+    package var traceparent: String {
         "00-\(traceID.hex)-\(Self.hex(spanID))-\(Self.hex(UInt64(flags), digits: 2))"
     }
 
     /// The span id as 16 lowercase hex digits.
-    public var spanIDHex: String { Self.hex(spanID) }
+    package var spanIDHex: String { Self.hex(spanID) }
 
     /// The same trace with `spanID` as its current span: what a child passes on.
-    public func child(spanID: UInt64) -> TraceContext {
+    package func child(spanID: UInt64) -> TraceContext {
         TraceContext(traceID: traceID, spanID: spanID, flags: flags, traceState: traceState)
     }
 

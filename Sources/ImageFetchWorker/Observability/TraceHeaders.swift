@@ -3,18 +3,18 @@ import Tracing
 
 /// W3C Trace Context in AMQP message headers: `traceparent` and `tracestate`, as string
 /// headers, the way OpenTelemetry's messaging instrumentations carry them.
-public enum TraceHeaders {
-    public static let traceparent = "traceparent"
-    public static let tracestate = "tracestate"
+package enum TraceHeaders {
+    package static let traceparent = "traceparent"
+    package static let tracestate = "tracestate"
 
     /// The context a message carries; nil when it has none or an invalid one.
-    public static func extract(_ headers: [String: AMQPFieldValue]) -> TraceContext? {
+    package static func extract(_ headers: [String: AMQPFieldValue]) -> TraceContext? {
         guard let parent = headers[traceparent]?.stringValue else { return nil }
         return TraceContext(traceparent: parent, tracestate: headers[tracestate]?.stringValue)
     }
 
     /// `headers` with `context` as their trace context; a `tracestate` the context lacks is removed.
-    public static func inject(_ context: TraceContext, into headers: [String: AMQPFieldValue]) -> [String: AMQPFieldValue] {
+    package static func inject(_ context: TraceContext, into headers: [String: AMQPFieldValue]) -> [String: AMQPFieldValue] {
         var headers = headers
         headers[traceparent] = .string(context.traceparent)
         headers[tracestate] = context.traceState.map { .string($0) }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Tracing
 
 /// Turns tracing on from the standard OpenTelemetry environment variables, or leaves it off.
@@ -7,7 +8,7 @@ import Tracing
 /// Off unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set and not
 /// empty, or when `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`: then no tracer exists and
 /// jobs create no spans. Jobs still carry a W3C context into their results either way.
-public enum TracingSetup {
+package enum TracingSetup {
     /// What the environment asks for: nil when tracing stays off.
     package static func configuration(environment: [String: String]) throws(ConfigurationError)
         -> (exporter: OTLPExporter.Configuration, sampler: OTLPTracer.Sampler)?
@@ -106,12 +107,12 @@ public enum TracingSetup {
     }
 
     /// The running exporter, for ``flush(timeout:)``.
-    private static let exporter = NSLockedValue<OTLPExporter?>(nil)
+    private static let exporter = Mutex<OTLPExporter?>(nil)
 
     /// Reads the environment and, when it asks for tracing, starts the exporter and installs the
     /// tracer (for ``JobTrace`` and swift-distributed-tracing's `InstrumentationSystem`). Call once,
     /// before the worker starts. Throws a ``ConfigurationError`` for invalid `OTEL_*` values.
-    public static func bootstrap(environment: [String: String], logger: Logger) throws {
+    package static func bootstrap(environment: [String: String], logger: Logger) throws {
         guard let (configuration, sampler) = try configuration(environment: environment) else { return }
         let exporter = try OTLPExporter(configuration: configuration, logger: logger)
         let tracer = OTLPTracer(sampler: sampler) { exporter.enqueue($0) }
@@ -123,7 +124,7 @@ public enum TracingSetup {
     }
 
     /// Exports the spans still queued, waiting up to `timeout` seconds; a no-op when tracing is off.
-    public static func flush(timeout: Double = 2) {
+    package static func flush(timeout: Double = 2) {
         exporter.withLock { $0 }?.flush(timeout: timeout)
     }
 

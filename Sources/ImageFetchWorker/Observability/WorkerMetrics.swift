@@ -1,14 +1,15 @@
 import CoreMetrics
 import Foundation
 import Prometheus
+import Synchronization
 
 /// The worker's Prometheus metrics, recorded through swift-metrics into a swift-prometheus
 /// registry that `/metrics` renders. Names follow Prometheus conventions: the `image_fetch_`
 /// prefix, base units, `_total` on counters and `_seconds` on durations. Every family's `# HELP`
 /// text comes from ``MetricCatalogue``; add a new family's there too.
-public final class WorkerMetrics: Sendable {
+package final class WorkerMetrics: Sendable {
     /// The registry `/metrics` renders.
-    public let registry: PrometheusCollectorRegistry
+    package let registry: PrometheusCollectorRegistry
     private let factory: DocumentedMetricsFactory
     private let process: ProcessMetrics
 
@@ -28,10 +29,10 @@ public final class WorkerMetrics: Sendable {
     let blocked: CoreMetrics.Gauge
     /// One gauge per ``connectionStates`` value: 1 for the current state, 0 for the others.
     private let stateGauges: [String: CoreMetrics.Gauge]
-    private let results = NSLockedValue([String: CoreMetrics.Counter]())
-    private let depthGauges = NSLockedValue([String: (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge)]())
+    private let results = Mutex([String: CoreMetrics.Counter]())
+    private let depthGauges = Mutex([String: (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge)]())
 
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), concurrency: Int) {
+    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), concurrency: Int) {
         self.registry = registry
         let latencyBuckets: [Duration] = [
             .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
@@ -70,7 +71,7 @@ public final class WorkerMetrics: Sendable {
 
     /// The values of the `state` label of `image_fetch_broker_connection_state`, as
     /// ``BrokerSession/stateName`` spells them.
-    public static let connectionStates = ["idle", "connecting", "consuming", "blocked", "draining", "reconnecting", "closed"]
+    package static let connectionStates = ["idle", "connecting", "consuming", "blocked", "draining", "reconnecting", "closed"]
 
     /// Sets `image_fetch_broker_connection_state`: 1 for `state`, 0 for every other state.
     func connectionState(_ state: String) {
@@ -106,7 +107,7 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// The Prometheus text exposition.
-    public func render() -> [UInt8] {
+    package func render() -> [UInt8] {
         process.update()
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)

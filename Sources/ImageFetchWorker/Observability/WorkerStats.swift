@@ -1,30 +1,30 @@
-import Foundation
+import Synchronization
 
 /// The worker's counters: the periodic summary line reads them, and each event is also recorded
 /// in ``WorkerMetrics`` for `/metrics`. Thread-safe.
-public final class WorkerStats: Sendable {
+package final class WorkerStats: Sendable {
     /// A snapshot of the counters.
-    public struct Snapshot: Sendable, Equatable {
-        public var received = 0
-        public var succeeded = 0
-        public var failed = 0
-        public var retried = 0
-        public var deadLettered = 0
-        public var handedBack = 0
-        public var inFlight = 0
-        public var waiting = 0
-        public var failuresByCode: [String: Int] = [:]
+    package struct Snapshot: Sendable, Equatable {
+        package var received = 0
+        package var succeeded = 0
+        package var failed = 0
+        package var retried = 0
+        package var deadLettered = 0
+        package var handedBack = 0
+        package var inFlight = 0
+        package var waiting = 0
+        package var failuresByCode: [String: Int] = [:]
     }
 
-    private let state = NSLockedValue(Snapshot())
+    private let state = Mutex(Snapshot())
     /// Where the same events go as Prometheus metrics.
-    public let metrics: WorkerMetrics
+    package let metrics: WorkerMetrics
 
-    public init(metrics: WorkerMetrics) {
+    package init(metrics: WorkerMetrics) {
         self.metrics = metrics
     }
 
-    public var snapshot: Snapshot { state.withLock { $0 } }
+    package var snapshot: Snapshot { state.withLock { $0 } }
 
     func received() {
         let waiting = state.withLock { $0.received += 1; $0.waiting += 1; return $0.waiting }
@@ -75,20 +75,5 @@ public final class WorkerStats: Sendable {
         guard count > 0 else { return }
         state.withLock { $0.handedBack += count }
         metrics.handedBack.increment(by: count)
-    }
-}
-
-/// A value behind a lock.
-final class NSLockedValue<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched inside `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

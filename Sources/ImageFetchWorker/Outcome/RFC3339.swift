@@ -6,9 +6,9 @@ import Darwin
 
 /// RFC 3339 timestamps in UTC with milliseconds (`2023-11-14T22:13:20.250Z`), without
 /// Foundation's formatters: a result carries one, and so does each JSON log line.
-public enum RFC3339 {
+package enum RFC3339 {
     /// `secondsSince1970` as a timestamp; the milliseconds are truncated, not rounded.
-    public static func format(_ secondsSince1970: Double) -> String {
+    package static func format(_ secondsSince1970: Double) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         write(secondsSince1970, into: &bytes)
@@ -16,7 +16,7 @@ public enum RFC3339 {
     }
 
     /// The current time.
-    public static func now() -> String {
+    package static func now() -> String {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return format(Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9)

@@ -27,13 +27,13 @@ import CShims
 ///
 /// An operator who sets a threshold in `GLIBC_TUNABLES` keeps both thresholds as glibc has them;
 /// one who sets `glibc.malloc.arena_max` keeps that arena count. The worker applies the rest.
-public enum MallocRetention {
+package enum MallocRetention {
     /// 32 MiB, the largest mmap threshold glibc accepts on 64-bit Linux: a body up to that size
     /// comes from the heap, and a heap keeps up to that much free memory at its top.
-    public static let bytes = 32 << 20
+    package static let bytes = 32 << 20
 
     /// One arena for all threads.
-    public static let arenas = 1
+    package static let arenas = 1
 
     /// The `GLIBC_TUNABLES` entries that set the thresholds: if either is set, the worker leaves both.
     static let thresholdTunables = ["glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold"]
@@ -42,7 +42,7 @@ public enum MallocRetention {
     static let arenaTunable = "glibc.malloc.arena_max"
 
     /// What ``apply(environment:)`` did.
-    public enum Outcome: Equatable, Sendable {
+    package enum Outcome: Equatable, Sendable {
         /// What the environment leaves to the worker is applied: both thresholds are
         /// ``MallocRetention/bytes`` unless `GLIBC_TUNABLES` sets one, and malloc keeps to
         /// ``MallocRetention/arenas`` arena unless it sets `glibc.malloc.arena_max`.
@@ -67,7 +67,7 @@ public enum MallocRetention {
     /// arena, each unless `GLIBC_TUNABLES` sets it. Process-wide: call it once at start-up, before
     /// the worker starts threads and allocates.
     @discardableResult
-    public static func apply(environment: [String: String]) -> Outcome {
+    package static func apply(environment: [String: String]) -> Outcome {
         let left = leftToWorker(environment: environment)
         guard left.thresholds || left.arenas else { return .leftToTunables }
         let status = ifw_malloc_keep_freed(left.thresholds ? bytes : 0, left.arenas ? Int32(arenas) : 0)

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// The producer side: enqueues jobs on `queue.jobs` with publisher confirms (the `publish` command,
 /// and the benchmarks and tests that fill the queue).
@@ -11,7 +12,7 @@ public final class JobPublisher: Sendable {
     private let window: Int
 
     /// Connects (declaring the topology when `queue.declare` is true).
-    public init(configuration: WorkerConfiguration, logger: Logger, window: Int = 4096) throws(AMQPError) {
+    package init(configuration: WorkerConfiguration, logger: Logger, window: Int = 4096) throws(AMQPError) {
         self.configuration = configuration
         self.window = window
         self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil, consume: false)
@@ -31,9 +32,9 @@ public final class JobPublisher: Sendable {
 
     /// Publishes raw bodies (persistent, `application/json` unless `contentType` says otherwise) and
     /// returns how many the broker confirmed.
-    public func publish<S: Sequence>(bodies: S, contentType: String? = "application/json",
-                                     headers: [String: AMQPFieldValue] = [:],
-                                     replyTo: String? = nil) -> Int where S.Element == [UInt8] {
+    package func publish<S: Sequence>(bodies: S, contentType: String? = "application/json",
+                                      headers: [String: AMQPFieldValue] = [:],
+                                      replyTo: String? = nil) -> Int where S.Element == [UInt8] {
         var properties = AMQPProperties()
         properties.contentType = contentType
         properties.headers = headers
@@ -43,10 +44,10 @@ public final class JobPublisher: Sendable {
 
     /// Publishes raw bodies with `properties` (made persistent, and stamped with the time), and
     /// returns how many the broker confirmed.
-    public func publish<S: Sequence>(bodies: S, properties template: AMQPProperties) -> Int where S.Element == [UInt8] {
+    package func publish<S: Sequence>(bodies: S, properties template: AMQPProperties) -> Int where S.Element == [UInt8] {
         let permits = DispatchSemaphore(value: window)
         let group = DispatchGroup()
-        let confirmed = NSLockedValue(0)
+        let confirmed = Mutex(0)
         for body in bodies {
             permits.wait()
             group.enter()
@@ -65,10 +66,10 @@ public final class JobPublisher: Sendable {
     }
 
     /// Publishes one job per URL, with fresh ids; returns how many were confirmed.
-    public func publish(urls: [String]) -> Int {
+    package func publish(urls: [String]) -> Int {
         publish(bodies: urls.lazy.map { Self.jobBody(id: UUID().uuidString.lowercased(), url: $0) })
     }
 
     /// Closes the connection.
-    public func close() { session.close() }
+    package func close() { session.close() }
 }

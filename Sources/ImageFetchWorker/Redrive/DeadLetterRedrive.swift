@@ -10,22 +10,22 @@ import Foundation
 /// with a confirm and then acking would leave a window, between the confirm and the ack, in which
 /// a kill leaves the message in both queues.) Messages not selected stay unacknowledged until the
 /// end, so the pass never sees them twice; closing the channel puts them back in their places.
-public final class DeadLetterRedrive {
+package final class DeadLetterRedrive {
     /// One dead letter the pass looked at.
-    public struct Entry: Sendable {
+    package struct Entry: Sendable {
         /// The job id from the body, or the `message_id` property.
-        public var id: String?
-        public var code: String?
-        public var attempt: Int64?
-        public var moved: Bool
+        package var id: String?
+        package var code: String?
+        package var attempt: Int64?
+        package var moved: Bool
     }
 
     /// What a pass did.
-    public struct Summary: Sendable, Equatable {
+    package struct Summary: Sendable, Equatable {
         /// Dead letters looked at.
-        public var scanned = 0
+        package var scanned = 0
         /// Moved to the jobs queue (with `dryRun`: selected, and left in place).
-        public var moved = 0
+        package var moved = 0
     }
 
     private let configuration: WorkerConfiguration
@@ -36,7 +36,7 @@ public final class DeadLetterRedrive {
     /// - Parameters:
     ///   - dryRun: Select and report, but move nothing.
     ///   - batchSize: Messages per transaction; a larger batch commits less often.
-    public init(configuration: WorkerConfiguration, policy: RedrivePolicy, dryRun: Bool, batchSize: Int = 50) {
+    package init(configuration: WorkerConfiguration, policy: RedrivePolicy, dryRun: Bool, batchSize: Int = 50) {
         self.configuration = configuration
         self.policy = policy
         self.dryRun = dryRun
@@ -45,7 +45,7 @@ public final class DeadLetterRedrive {
 
     /// Runs one pass; `report` is called for each selected message once it has moved (for a dry
     /// run: once selected), in order.
-    public func run(now: Date = Date(), report: (Entry) -> Void) throws(AMQPError) -> Summary {
+    package func run(now: Date = Date(), report: (Entry) -> Void) throws(AMQPError) -> Summary {
         let connection = try connect()
         defer { connection.close() }
         let channel: UInt16 = 1

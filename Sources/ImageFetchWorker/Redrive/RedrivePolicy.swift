@@ -1,15 +1,15 @@
 /// Which dead letters a redrive moves back to the jobs queue, and how each copy is changed.
 ///
 /// Pure: no I/O, tested directly. The runner (``DeadLetterRedrive``) asks it about each message.
-public struct RedrivePolicy: Sendable, Equatable {
+package struct RedrivePolicy: Sendable, Equatable {
     /// Only dead letters whose `x-error-code` header is this code; nil for any.
-    public var code: String?
+    package var code: String?
     /// Only jobs older than this many seconds (see ``age(of:now:)``); nil for any age.
-    public var olderThan: Double?
+    package var olderThan: Double?
     /// Move at most this many; nil for all that match.
-    public var limit: Int?
+    package var limit: Int?
 
-    public init(code: String? = nil, olderThan: Double? = nil, limit: Int? = nil) {
+    package init(code: String? = nil, olderThan: Double? = nil, limit: Int? = nil) {
         self.code = code
         self.olderThan = olderThan
         self.limit = limit
@@ -27,7 +27,7 @@ public struct RedrivePolicy: Sendable, Equatable {
     ]
 
     /// Whether the dead letter with these properties matches the filters at `now` (seconds since 1970).
-    public func selects(_ properties: AMQPProperties, now: Double) -> Bool {
+    package func selects(_ properties: AMQPProperties, now: Double) -> Bool {
         if let code, properties.headers["x-error-code"]?.stringValue != code {
             return false
         }
@@ -40,7 +40,7 @@ public struct RedrivePolicy: Sendable, Equatable {
 
     /// The job's age in seconds: since the `timestamp` property (set by `publish` and most
     /// producers), else since the broker first dead-lettered it (`x-death[0].time`); nil if neither.
-    public static func age(of properties: AMQPProperties, now: Double) -> Double? {
+    package static func age(of properties: AMQPProperties, now: Double) -> Double? {
         if let timestamp = properties.timestamp {
             return now - Double(timestamp)
         }
@@ -55,7 +55,7 @@ public struct RedrivePolicy: Sendable, Equatable {
     /// The properties of the copy published to the jobs queue: the attempt count reset, the
     /// failure headers dropped, and the redrive recorded in `x-redrive-count` (1 the first time),
     /// `x-redriven-at` (RFC 3339) and `x-redriven-code` (the code it was dead-lettered with).
-    public static func redriven(_ properties: AMQPProperties, now: Double) -> AMQPProperties {
+    package static func redriven(_ properties: AMQPProperties, now: Double) -> AMQPProperties {
         var copy = properties
         copy.persistent = true
         let code = properties.headers["x-error-code"]?.stringValue

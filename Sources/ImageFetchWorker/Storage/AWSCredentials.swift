@@ -2,16 +2,16 @@ import Foundation
 
 /// SigV4 credentials: an access key and its secret, with a session token and an expiry when they
 /// are temporary.
-public struct AWSCredentials: Sendable, Equatable, CustomStringConvertible {
-    public var accessKeyID: String
+package struct AWSCredentials: Sendable, Equatable, CustomStringConvertible {
+    package var accessKeyID: String
     /// A secret: never logged.
-    public var secretAccessKey: String
+    package var secretAccessKey: String
     /// Sent as `x-amz-security-token`. A secret: never logged.
-    public var sessionToken: String?
+    package var sessionToken: String?
     /// When temporary credentials stop working; nil for long-lived keys.
-    public var expiration: Date?
+    package var expiration: Date?
 
-    public init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil, expiration: Date? = nil) {
+    package init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil, expiration: Date? = nil) {
         self.accessKeyID = accessKeyID
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
@@ -19,7 +19,7 @@ public struct AWSCredentials: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The key id and expiry only.
-    public var description: String {
+    package var description: String {
         "AWSCredentials(access_key_id: \(accessKeyID), expiration: \(expiration.map { "\($0)" } ?? "none"))"
     }
 }
@@ -28,7 +28,7 @@ public struct AWSCredentials: Sendable, Equatable, CustomStringConvertible {
 /// or `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`; else a web identity (EKS: `AWS_ROLE_ARN` and
 /// `AWS_WEB_IDENTITY_TOKEN_FILE`, exchanged at STS); else the container credentials endpoint
 /// (ECS, EKS Pod Identity: `AWS_CONTAINER_CREDENTIALS_FULL_URI` or `_RELATIVE_URI`).
-public enum AWSCredentialSource: Sendable, Equatable {
+package enum AWSCredentialSource: Sendable, Equatable {
     /// Static keys from the configuration.
     case fixed(AWSCredentials)
     /// STS `AssumeRoleWithWebIdentity` with the token in a file the platform rotates.
@@ -36,25 +36,25 @@ public enum AWSCredentialSource: Sendable, Equatable {
     /// An HTTP endpoint that answers with temporary credentials as JSON.
     case container(ContainerEndpoint)
 
-    public struct WebIdentity: Sendable, Equatable {
+    package struct WebIdentity: Sendable, Equatable {
         /// `AWS_ROLE_ARN`.
-        public var roleARN: String
+        package var roleARN: String
         /// `AWS_WEB_IDENTITY_TOKEN_FILE`: read again at every refresh.
-        public var tokenFile: String
+        package var tokenFile: String
         /// `AWS_ROLE_SESSION_NAME`, else `image-fetch-worker`.
-        public var sessionName: String
+        package var sessionName: String
         /// `AWS_ENDPOINT_URL_STS`, else `https://sts.<region>.amazonaws.com`.
-        public var stsEndpoint: String
+        package var stsEndpoint: String
     }
 
-    public struct ContainerEndpoint: Sendable, Equatable {
+    package struct ContainerEndpoint: Sendable, Equatable {
         /// The full URL: `AWS_CONTAINER_CREDENTIALS_FULL_URI`, or `http://169.254.170.2` and
         /// `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
-        public var url: String
+        package var url: String
         /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`, sent as `Authorization`. A secret.
-        public var authorizationToken: String?
+        package var authorizationToken: String?
         /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`: read at every refresh (EKS rotates it).
-        public var authorizationTokenFile: String?
+        package var authorizationTokenFile: String?
     }
 
     /// The temporary source the environment names, nil when it names none, or the problem.

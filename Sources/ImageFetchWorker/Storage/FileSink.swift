@@ -22,11 +22,11 @@ import Dispatch
 /// the last rename wins, as it would for two jobs whose store calls came in the other order.
 public final class FileSink: ImageSink {
     /// The root folder, absolute and with symbolic links resolved.
-    public let root: String
+    package let root: String
     /// Whether files and folders are fsynced before completion.
-    public let fsync: Bool
+    package let fsync: Bool
     /// Whether ``store(_:completion:)`` writes on the caller's thread instead of a lane.
-    public let writesInline: Bool
+    package let writesInline: Bool
     private let lanes: [DispatchQueue]
 
     /// Creates the sink, creating `root` (and its parents) if needed and resolving it to an

@@ -43,7 +43,7 @@ public struct StorageRequest: Sendable {
 
     /// The key the body is stored under: the sanitised ``keyHint`` when it is usable, else the
     /// content-addressed key.
-    public var resolvedKey: String {
+    package var resolvedKey: String {
         resolved.key
     }
 
@@ -59,7 +59,7 @@ public struct StorageRequest: Sendable {
 }
 
 /// Somewhere to store image bodies.
-public protocol ImageSink: Sendable {
+package protocol ImageSink: Sendable {
     /// Stores the body, then calls completion exactly once, on any thread. Never blocks the caller.
     ///
     /// Failures are ``JobError`` with code ``JobError/Code/storageFailed``.
@@ -67,12 +67,12 @@ public protocol ImageSink: Sendable {
 }
 
 /// The sink for `storage.kind=none`: stores nothing and answers at once with a nil location.
-public struct NoneSink: ImageSink {
+package struct NoneSink: ImageSink {
     /// Creates the sink.
-    public init() {}
+    package init() {}
 
     /// Calls `completion` synchronously, on the caller's thread, with a nil location.
-    public func store(
+    package func store(
         _ request: StorageRequest,
         completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
     ) {

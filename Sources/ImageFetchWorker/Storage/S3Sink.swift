@@ -21,9 +21,9 @@ import Dispatch
 /// Failures are ``JobError/Code/storageFailed``: retryable for a 5xx, 408 or 429 answer, a timeout,
 /// or a store that cannot be reached; not retryable for a 403 (its message names the bucket, never
 /// the credentials) or any other 4xx. The location of a stored object is `s3://<bucket>/<key>`.
-public final class S3Sink: ImageSink {
+package final class S3Sink: ImageSink {
     /// The settings the sink was created with (``WorkerConfiguration/S3/description`` hides secrets).
-    public let settings: WorkerConfiguration.S3
+    package let settings: WorkerConfiguration.S3
     private let engine: FetchEngine
     private let signing: String
     /// The credentials uploads are signed with, kept current (``CredentialProvider``).
@@ -40,7 +40,7 @@ public final class S3Sink: ImageSink {
     ///   - maxConnections: keep-alive connections to the store; give at least `worker.concurrency`.
     /// - Throws: ``JobError`` with code `storage_failed` when a setting is missing or libcurl cannot
     ///   be initialised; ``ConfigurationError`` (exit 78) when temporary credentials cannot be had.
-    public init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws {
+    package init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws {
         guard !settings.bucket.isEmpty else { throw JobError(.storageFailed, "s3.bucket is not set") }
         let source: AWSCredentialSource
         if let keyID = settings.accessKeyID, let secret = settings.secretAccessKey {
@@ -68,7 +68,7 @@ public final class S3Sink: ImageSink {
     }
 
     /// Uploads the body with a signed PUT, then calls `completion` on a queue of the sink's own.
-    public func store(
+    package func store(
         _ request: StorageRequest,
         completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
     ) {

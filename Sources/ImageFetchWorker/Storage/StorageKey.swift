@@ -1,9 +1,9 @@
 /// Turns job key hints and digests into relative storage keys that are safe to use as paths.
-public enum StorageKey {
+package enum StorageKey {
     /// The longest key accepted, in UTF-8 bytes.
-    public static let maxKeyLength = 1024
+    package static let maxKeyLength = 1024
     /// The longest segment accepted, in UTF-8 bytes (`NAME_MAX` on Linux).
-    public static let maxSegmentLength = 255
+    package static let maxSegmentLength = 255
 
     /// Sanitises a job's key hint: strips leading '/', rejects '..' segments, empty segments, NUL
     /// and control chars, backslashes; nil when unusable.
@@ -11,7 +11,7 @@ public enum StorageKey {
     /// Also rejects `.` segments, a trailing `/`, segments longer than ``maxSegmentLength`` bytes
     /// and keys longer than ``maxKeyLength`` bytes. A usable key is returned unchanged otherwise:
     /// it is never rewritten into a different key.
-    public static func sanitize(_ hint: String) -> String? {
+    package static func sanitize(_ hint: String) -> String? {
         let utf8 = hint.utf8
         guard utf8.count <= maxKeyLength + 64 else { return nil }  // cheap early out, slashes included
         let trimmed = hint.drop { $0 == "/" }
@@ -31,7 +31,7 @@ public enum StorageKey {
 
     /// Whether `sha256` can stand in a content address: not empty, and lowercase hex only. Sinks
     /// check it before a digest becomes part of a path or an object key.
-    public static func isDigest(_ sha256: String) -> Bool {
+    package static func isDigest(_ sha256: String) -> Bool {
         var text = sha256
         return text.withUTF8 { utf8 in
             !utf8.isEmpty && utf8.allSatisfy { c in
@@ -41,7 +41,7 @@ public enum StorageKey {
     }
 
     /// "<sha256[0..2]>/<sha256>.<ext>"
-    public static func contentAddressed(sha256: String, format: ImageFormat) -> String {
+    package static func contentAddressed(sha256: String, format: ImageFormat) -> String {
         let fileExtension = format.fileExtension
         var key = ""
         key.reserveCapacity(sha256.utf8.count + fileExtension.utf8.count + 4)

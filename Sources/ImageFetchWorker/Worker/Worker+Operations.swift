@@ -1,19 +1,20 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 extension Worker {
     // MARK: - Probes
 
     /// What `/readyz`, `/healthz`, `/metrics` and `/origins` report.
-    public var probes: HealthServer.Probes {
+    package var probes: HealthServer.Probes {
         HealthServer.Probes(
             isReady: { [weak self] in self?.isReady ?? false },
             checkHealth: { [weak self] reply in
                 guard let self else { return reply(false) }
                 // Healthy when the channel, work and control queues each run a no-op; a stuck
                 // queue never answers and the endpoint times out into 503.
-                let answered = NSLockedValue(0)
+                let answered = Mutex(0)
                 let queues = [self.session.queue, self.workQueue, self.control]
                 for queue in queues {
                     queue.async {
@@ -38,7 +39,7 @@ extension Worker {
     }
 
     /// The port the operations endpoint listens on, if it runs.
-    public var httpPort: Int? { healthServerPort }
+    package var httpPort: Int? { healthServerPort }
 
     // MARK: - Origin events
 
@@ -127,7 +128,7 @@ final class OriginLogLimiter: Sendable {
         var kind: String
     }
 
-    private let last = NSLockedValue([Key: UInt64]())
+    private let last = Mutex([Key: UInt64]())
     private let intervalNanoseconds: UInt64
 
     init(intervalNanoseconds: UInt64 = 60_000_000_000) {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// The worker: consumes jobs, admits them per origin under the global concurrency limit, fetches
 /// and stores images, publishes results with confirms, acks only confirmed work, and drains on
@@ -14,13 +15,13 @@ import Logging
 ///   when `storage.fsync` is off;
 /// - the fetch engine's own queue drives libcurl; the sink has lanes of its own for disk writes;
 /// - the control queue runs the drain and the timers.
-public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
+package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     // @unchecked Sendable: the stored properties are immutable or thread-safe themselves (queues,
     // semaphore, group, locked values, admission); `drain`, the timers and `healthServer` are
     // touched only at start-up or on `control`.
 
-    public let configuration: WorkerConfiguration
-    public let stats: WorkerStats
+    package let configuration: WorkerConfiguration
+    package let stats: WorkerStats
     let logger: Logger
     let session: BrokerSession
     let fetchEngine: FetchEngine
@@ -35,19 +36,19 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// Set once `init` returns; admission's handlers call back into the worker.
     private(set) var admission: Admission<JobContext>!
 
-    let redeliveries: NSLockedValue<RedeliveryCounter>
-    private let drainingFlag = NSLockedValue(false)
+    let redeliveries: Mutex<RedeliveryCounter>
+    private let drainingFlag = Mutex(false)
     private var drain = DrainStateMachine()
     private var drainCompletion: (@Sendable (Int32) -> Void)?
     var summaryTimer: (any DispatchSourceTimer)?
     var depthTimer: (any DispatchSourceTimer)?
     private var healthServer: HealthServer?
     var healthServerPort: Int? { healthServer?.port }
-    let lastSummary = NSLockedValue((count: 0, time: DispatchTime.now().uptimeNanoseconds))
+    let lastSummary = Mutex((count: 0, time: DispatchTime.now().uptimeNanoseconds))
     let originLog = OriginLogLimiter()
 
     /// Builds the worker from its configuration: the fetch engine, the sink, admission and the session.
-    public init(configuration: WorkerConfiguration, logger: Logger) throws {
+    package init(configuration: WorkerConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         let concurrency = configuration.worker.concurrency
@@ -56,7 +57,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.stats = WorkerStats(metrics: metrics)
         self.originMetrics = OriginMetrics(registry: metrics.registry)
         self.policy = OutcomePolicy(configuration)
-        self.redeliveries = NSLockedValue(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
+        self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
         let policy = AddressPolicy(
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
@@ -102,7 +103,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     }
 
     /// Whether the worker is connected, consuming and not draining (`/readyz`).
-    public var isReady: Bool { !isDraining && session.isConsuming }
+    package var isReady: Bool { !isDraining && session.isConsuming }
 
     var isDraining: Bool { drainingFlag.withLock { $0 } }
 
@@ -112,7 +113,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     ///
     /// A failed first connection is retried with backoff, except for errors that retrying
     /// cannot fix (credentials, TLS files): those are thrown.
-    public func start() throws {
+    package func start() throws {
         if !configuration.amqp.tls.verify {
             logger.warning(configuration.amqp.urls.contains(where: \.tls)
                 ? "INSECURE: amqp.tls.verify=false: the broker's certificate and host name are NOT checked; anyone on the network path can impersonate the broker and read the credentials and jobs"
@@ -140,7 +141,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     /// Drains and closes, as SIGTERM does; `completion` runs once with the exit status. Further
     /// calls while draining change nothing.
-    public func shutdown(completion: @escaping @Sendable (Int32) -> Void) {
+    package func shutdown(completion: @escaping @Sendable (Int32) -> Void) {
         control.async { [self] in
             guard !drain.isDraining else { return }
             drainCompletion = completion
@@ -199,7 +200,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     // MARK: - BrokerSessionDelegate (channel queue)
 
-    public func session(_ session: BrokerSession, didReceive delivery: Delivery) {
+    package func session(_ session: BrokerSession, didReceive delivery: Delivery) {
         stats.received()
         if isDraining {
             stats.skippedAdmission()
@@ -210,7 +211,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         intake(delivery)
     }
 
-    public func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
+    package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
         // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
         stats.received()
         stats.skippedAdmission()
@@ -219,13 +220,13 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         logger.warning("job over queue.max_job_bytes dead-lettered unread", metadata: ["error": "\(error.code)"])
     }
 
-    public func session(_ session: BrokerSession, didConnect epoch: UInt64) {
+    package func session(_ session: BrokerSession, didConnect epoch: UInt64) {
         stats.metrics.connected.record(1)
         stats.metrics.connectionState(session.stateName)
         if epoch > 1 { stats.metrics.reconnects.increment() }
     }
 
-    public func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+    package func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
         stats.metrics.connected.record(0)
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
@@ -237,7 +238,7 @@ public final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         }
     }
 
-    public func session(_ session: BrokerSession, blocked: Bool) {
+    package func session(_ session: BrokerSession, blocked: Bool) {
         stats.metrics.blocked.record(blocked ? 1 : 0)
         stats.metrics.connectionState(blocked ? "blocked" : session.stateName)
         admission.setBlocked(blocked && !isDraining)

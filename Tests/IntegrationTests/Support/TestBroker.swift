@@ -1,6 +1,7 @@
 import Foundation
 import ImageFetchWorker
 import Logging
+import Synchronization
 
 /// The RabbitMQ node that `make test` (scripts/test.sh) starts for the test run, and helpers to
 /// give each test its own queues on it.
@@ -178,32 +179,29 @@ enum TestBroker {
 }
 
 /// Consumes a queue (results or dead letters) and keeps what arrives, acking each message.
-final class QueueCollector: BrokerSessionDelegate, @unchecked Sendable {
-    // @unchecked Sendable: `messages` is guarded by `lock`.
-    private let lock = NSLock()
-    private var messages: [Delivery] = []
-    private var session: BrokerSession?
+final class QueueCollector: BrokerSessionDelegate, Sendable {
+    private let messages = Mutex<[Delivery]>([])
+    private let session: BrokerSession
 
     init(_ configuration: WorkerConfiguration, queue: String) throws {
         var consumer = configuration
         consumer.queue.jobs = queue
         consumer.queue.declare = false
         consumer.amqp.prefetch = 500
-        let session = BrokerSession(configuration: consumer, logger: Logger(label: "test.collector"), delegate: nil)
-        self.session = session
+        session = BrokerSession(configuration: consumer, logger: Logger(label: "test.collector"), delegate: nil)
         session.setDelegate(self)
         try session.start(retrying: false)
     }
 
     func session(_ session: BrokerSession, didReceive delivery: Delivery) {
         session.ackOnQueue(delivery)
-        lock.withLock { messages.append(delivery) }
+        messages.withLock { $0.append(delivery) }
     }
     func session(_ session: BrokerSession, didConnect epoch: UInt64) {}
     func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {}
     func session(_ session: BrokerSession, blocked: Bool) {}
 
-    var received: [Delivery] { lock.withLock { messages } }
+    var received: [Delivery] { messages.withLock { $0 } }
 
     /// The JSON bodies received so far.
     var objects: [[String: Any]] {
@@ -220,7 +218,7 @@ final class QueueCollector: BrokerSessionDelegate, @unchecked Sendable {
         return received
     }
 
-    func close() { session?.close() }
+    func close() { session.close() }
 }
 
 /// Polls `condition` until it holds or `timeout` seconds pass.

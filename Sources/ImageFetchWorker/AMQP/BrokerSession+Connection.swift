@@ -1,0 +1,158 @@
+import CRabbitMQ
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+// Connecting, reconnecting and closing: what the session does for each action of its
+// ``ConnectionLifecycle``. Everything here runs on the channel queue.
+extension BrokerSession {
+    var isOpenEpoch: Bool {
+        switch lifecycle.state {
+        case .consuming, .draining: return true
+        default: return false
+        }
+    }
+
+    func perform(_ action: ConnectionLifecycle.Action) {
+        switch action {
+        case .none:
+            break
+        case .connect(let index):
+            do throws(AMQPError) {
+                try connect(urlIndex: index)
+            } catch {
+                let url = configuration.amqp.urls[index % configuration.amqp.urls.count]
+                logger.warning("broker connection failed", metadata: [
+                    "broker": "\(url.host):\(url.port)", "error": "\(error)",
+                ])
+                perform(lifecycle.connectFailed(jitter: Double.random(in: 0..<1)))
+                publishState()
+            }
+        case .scheduleReconnect(let delay):
+            logger.info("reconnecting to the broker", metadata: ["in_seconds": "\(String(format: "%.1f", delay))"])
+            queue.asyncAfter(deadline: .now() + delay) {
+                self.perform(self.lifecycle.reconnectTimerFired())
+                self.publishState()
+            }
+        case .cancelConsumer:
+            guard let connection else { return }
+            do {
+                try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
+                logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
+                readBufferedInput()
+            } catch {
+                handleLoss(error)
+            }
+        case .failOutstanding:
+            teardown()
+        case .failOutstandingAndReconnect(let delay):
+            teardown()
+            perform(.scheduleReconnect(delay: delay))
+        case .close:
+            // The lifecycle already says closed: send the acks still held back, then close.
+            if let connection { try? sendAcks(on: connection, force: true) }
+            teardownSources()
+            connection?.close()
+            connection = nil
+            acks.reset()
+            for completion in confirms.reset() { completion(.connectionLost) }
+        }
+    }
+
+    func connect(urlIndex: Int) throws(AMQPError) {
+        let amqp = configuration.amqp
+        let url = amqp.urls[urlIndex % amqp.urls.count]
+        let connection = try AMQPConnection()
+        try connection.open(
+            url: url,
+            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
+                       verify: amqp.tls.verify),
+            heartbeat: amqp.heartbeat, connectionName: connectionName)
+        try connection.openChannel(Self.channel)
+        try connection.confirmSelect(channel: Self.channel)
+        if configuration.queue.declare {
+            for queue in Topology(configuration: configuration).queues {
+                try declare(queue, on: connection)
+            }
+        }
+        if consume {
+            try connection.qos(channel: Self.channel, prefetch: amqp.prefetch)
+            _ = try connection.consume(channel: Self.channel, queue: configuration.queue.jobs, consumerTag: consumerTag)
+        }
+        self.connection = connection
+        self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)
+        self.acks.reset()
+        _ = lifecycle.connected()
+        publishState()
+        installSources(for: connection)
+        logger.info("connected to the broker", metadata: [
+            "broker": "\(url)", "queue": "\(configuration.queue.jobs)", "prefetch": "\(amqp.prefetch)",
+        ])
+        delegate?.session(self, didConnect: lifecycle.epoch)
+        // Frames may already sit in rabbitmq-c's buffer after the RPCs above.
+        scheduleRead()
+    }
+
+    /// Declares a queue. A delay queue that an older release declared with other arguments
+    /// (PRECONDITION_FAILED) is used as it is, with a warning, so that an upgrade does not stop the
+    /// worker; its hop keeps the old guarantee until the queue is deleted (docs/reliability.md).
+    private func declare(_ queue: Topology.Queue, on connection: AMQPConnection) throws(AMQPError) {
+        do {
+            try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
+        } catch where queue.mayExistWithOtherArguments && error.code == .channelClosed && error.replyCode == 406 {
+            // The broker closed the channel: confirm, open it again, and check that the queue is there.
+            connection.sendCloseOk(channel: Self.channel, connection: false)
+            try connection.openChannel(Self.channel)
+            try connection.confirmSelect(channel: Self.channel)
+            try connection.declareQueue(channel: Self.channel, name: queue.name, passive: true)
+            logger.warning("a delay queue exists with other arguments; using it as it is", metadata: [
+                "queue": "\(queue.name)", "broker_says": "\(error.message)",
+                "fix": "delete the queue when it is empty; the worker declares it again (docs/reliability.md)",
+            ])
+        }
+    }
+
+    private func installSources(for connection: AMQPConnection) {
+        let source = DispatchSource.makeReadSource(fileDescriptor: connection.fileDescriptor, queue: queue)
+        source.setEventHandler { [unowned self] in self.readAvailable() }
+        source.resume()
+        readSource = source
+        let heartbeat = configuration.amqp.heartbeat
+        if heartbeat > 0 {
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            let interval = max(Double(heartbeat) / 4, 0.25)
+            timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
+            timer.setEventHandler { [unowned self] in self.readAvailable() }
+            timer.resume()
+            heartbeatTimer = timer
+        }
+    }
+
+    private func teardownSources() {
+        readSource?.cancel()
+        readSource = nil
+        heartbeatTimer?.cancel()
+        heartbeatTimer = nil
+    }
+
+    private func teardown() {
+        teardownSources()
+        connection = nil
+        acks.reset()
+        for completion in confirms.reset() { completion(.connectionLost) }
+    }
+
+    func handleLoss(_ error: AMQPError) {
+        guard isOpenEpoch else { return }
+        logger.error("lost the broker connection", metadata: ["error": "\(error)"])
+        perform(lifecycle.connectionLost(jitter: Double.random(in: 0..<1)))
+        publishState()
+        delegate?.session(self, didLoseConnection: error)
+    }
+
+    func publishState() {
+        let state = lifecycle.state
+        visible.withLock { $0.state = state }
+    }
+}
