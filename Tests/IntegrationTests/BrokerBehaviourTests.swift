@@ -32,10 +32,21 @@ struct BrokerBehaviourTests {
         let replyTo = "\(configuration.queue.jobs).replies"
         defer { _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "delete_queue", replyTo]) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let policy = "refuse-\(replyTo)"
         if outcome == "nacked" {
-            // A full queue that refuses new messages: the broker nacks every publish to it.
-            try Self.declare(configuration, queue: replyTo, arguments: ["x-max-length": .int(0), "x-overflow": .string("reject-publish")])
+            // A full queue that refuses new messages: the broker nacks every publish to it. A
+            // policy, not queue arguments, so that the queue can take results later without being
+            // deleted: a publish in flight to a queue being deleted is confirmed and lost.
+            try Self.ctl(["set_policy", "--apply-to", "queues", policy, "^\(NSRegularExpression.escapedPattern(for: replyTo))$",
+                          #"{"max-length":0,"overflow":"reject-publish"}"#])
+            try Self.declare(configuration, queue: replyTo, arguments: [:])
+            #expect(await eventually(timeout: 10) {
+                ((try? TestBroker.output(try #require(TestBroker.script), ["ctl", "list_queues", "name", "policy"])) ?? "")
+                    .split(separator: "\n").contains { $0.hasPrefix(replyTo) && $0.hasSuffix(policy) }
+            }, "the policy never applied")
         }
+        // Gone already when the test got that far (then rabbitmqctl says so, and that is fine).
+        defer { if outcome == "nacked", let script = TestBroker.script { _ = try? TestBroker.run(script, ["ctl", "clear_policy", policy]) } }
         #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "u-1", url: origin.url("/ok.png"))],
                                        replyTo: replyTo) == 1)
         // A high limit, so the loop of hand-backs is not cut short by the poison rule (after
@@ -49,9 +60,9 @@ struct BrokerBehaviourTests {
         let queues = try TestBroker.listQueues()
         #expect((queues[configuration.queue.jobs]?.ready ?? 0) + (queues[configuration.queue.jobs]?.unacked ?? 0) == 1)
         // Let the results in: the job ends with its result and leaves the queue.
-        if outcome == "nacked" { try Self.ctl(["delete_queue", replyTo]) }
-        try Self.declare(configuration, queue: replyTo, arguments: [:])
-        #expect(await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: replyTo)) == 1 })
+        if outcome == "nacked" { try Self.ctl(["clear_policy", policy]) } else { try Self.declare(configuration, queue: replyTo, arguments: [:]) }
+        #expect(await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: replyTo)) == 1 },
+                "log:\n\(worker.log.suffix(3000))")
         #expect(await eventually(timeout: 10) {
             let jobs = (try? TestBroker.listQueues())?[configuration.queue.jobs]
             return jobs?.ready == 0 && jobs?.unacked == 0
