@@ -3,14 +3,16 @@
 # every function of the binary that the benchmark's png32 and slow1024 runs execute (start-up,
 # consuming, fetching, hashing, storing, publishing, acking, shutdown), hottest first. lld places
 # them, in that order, at the front of the code, so that the pages the worker touches sit together
-# (issue 6, peak RSS; docs/benchmarks.md, "Seventh pass").
+# (issue 6, peak RSS; docs/benchmarks.md, "Memory at concurrency 1,024").
 #
 #   scripts/order-file.sh                  build, profile, write the file
 #   BENCH_NO_BUILD=1 scripts/order-file.sh profile the existing release build
 #
 # Run it again after changes that move much code (a new dependency, a new stage in the pipeline); a
 # stale file costs memory, not correctness: names it lists that the code no longer has are skipped,
-# and functions it does not list are laid out after the listed ones, as before.
+# and functions it does not list are laid out after the listed ones, as before. scripts/release-build.sh
+# fails when more than 5 % of the names are missing from the worker ("order file stale: ..."); the
+# build here only warns, since it is the one that makes the file anew.
 #
 # How: scripts/callgrind.sh runs both scenarios under callgrind, which records every function
 # executed, however rarely. Callgrind writes C++ names demangled; they are mapped back to the
@@ -31,7 +33,7 @@ say() { echo "order-file.sh: $*" >&2; }
 out="${CALLGRIND_OUT:-$(mktemp -d /tmp/ifw-order.XXXXXX)}"
 mkdir -p "$out"
 say "profiling png32 and slow1024 under callgrind (files in $out)"
-CALLGRIND_OUT="$out" CALLGRIND_JOBS="${CALLGRIND_JOBS:-1000 2000}" scripts/callgrind.sh png32 slow1024 >"$out/callgrind.txt"
+IFW_ORDER_FILE_CHECK=warn CALLGRIND_OUT="$out" CALLGRIND_JOBS="${CALLGRIND_JOBS:-1000 2000}" scripts/callgrind.sh png32 slow1024 >"$out/callgrind.txt"
 
 resource="$(swiftc -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["paths"]["runtimeResourcePath"])')"
 target=Linker/image-fetch-worker.order

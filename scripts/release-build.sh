@@ -13,9 +13,14 @@
 #   together at the front of the code, in the order of Linker/image-fetch-worker.order (written by
 #   scripts/order-file.sh). The kernel maps a binary's code in 64 KiB blocks around each page first
 #   touched, so the few thousand functions the worker runs, spread over 20 MB of code, made about
-#   11 MB of it resident; packed together they make about 5 MB (docs/benchmarks.md, "Seventh pass").
-#   A name the file lists that the code no longer has is skipped; the order changes the layout
-#   only, never the behaviour.
+#   11 MB of it resident; packed together they make about 5 MB (docs/benchmarks.md, "Memory at
+#   concurrency 1,024"). A name the file lists that the code no longer has is skipped; the order
+#   changes the layout only, never the behaviour. But a file gone stale lays out nothing much, and
+#   silently: after the build, the worker's symbols (nm) are compared with the file's names, and
+#   the build fails with "order file stale: N of M symbols missing; run scripts/order-file.sh" when
+#   more than 5 % are missing (IFW_ORDER_FILE_CHECK=warn only prints that line; order-file.sh
+#   itself builds that way). The binary rather than lld's warnings: a build that links nothing anew
+#   prints none.
 # - `--no-export-dynamic`: the Swift toolchain exports every symbol of the package's own objects
 #   (about 20,000) in the dynamic symbol table, which nothing here looks up; without them the binary
 #   is smaller and the dynamic linker reads less at start.
@@ -47,3 +52,24 @@ fi
 
 echo "release-build.sh: swift build ${flags[*]} $*" >&2
 swift build "${flags[@]}" "$@"
+
+# The order file's staleness: its names that the worker binary no longer defines.
+order=Linker/image-fetch-worker.order
+worker="$(swift build "${flags[@]}" "$@" --show-bin-path)/image-fetch-worker"
+if [[ -x $worker ]]; then
+  nm="$(command -v nm || echo "$(dirname "$(readlink -f "$(command -v swift)")")/llvm-nm")"
+  counts="$("$nm" --defined-only "$worker" |
+    awk 'NR == FNR { if ($0 !~ /^#/ && $0 != "" && !($0 in listed)) { listed[$0] = 1; total++ } next }
+      NF >= 3 && ($3 in listed) { delete listed[$3] }
+      END { missing = 0; for (name in listed) missing++; print missing, total + 0 }' "$order" -)"
+  read -r missing total <<<"$counts"
+  if ((total == 0)); then
+    echo "release-build.sh: $order lists no symbols" >&2
+    exit 1
+  fi
+  echo "release-build.sh: $order: $missing of $total symbols missing from the worker" >&2
+  if ((missing * 100 > total * 5)); then
+    echo "order file stale: $missing of $total symbols missing; run scripts/order-file.sh" >&2
+    [[ ${IFW_ORDER_FILE_CHECK:-fail} == warn ]] || exit 1
+  fi
+fi

@@ -6,8 +6,10 @@
 #   3. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
 #      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs;
 #   4. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
-#   5. stops the node and deletes its folder on any exit (success, failure, Ctrl-C), and exits with
-#      swift test's status.
+#   5. without arguments (the whole suite, as `make test` runs it), the allocation gate
+#      (scripts/benchmark-gate.sh: the malloc counts of Benchmarks/ against Benchmarks/Thresholds/);
+#   6. stops the node and deletes its folder on any exit (success, failure, Ctrl-C), and exits with
+#      swift test's status, or the gate's when the tests passed.
 #
 # Environment the tests get:
 #   IFW_TEST_AMQP_URL          amqp://guest:guest@127.0.0.1:PORT/%2F
@@ -146,4 +148,11 @@ test_rc=0
 # Serial: some suites stop, restart or freeze the shared broker, which would break others
 # running at the same time.
 swift test --no-parallel "$@" || test_rc=$?
+
+if (($# == 0)); then
+  echo "==> the allocation gate (scripts/benchmark-gate.sh)"
+  gate_rc=0
+  "$ROOT/scripts/benchmark-gate.sh" || gate_rc=$?
+  ((test_rc != 0 || gate_rc == 0)) || test_rc=$gate_rc
+fi
 exit "$test_rc"

@@ -1,6 +1,6 @@
 import CRabbitMQ
 import Testing
-@testable import ImageFetchWorker
+@_spi(Benchmarks) @testable import ImageFetchWorker
 
 @Suite struct AMQPArenaTests {
     static let headers: [String: AMQPFieldValue] = [

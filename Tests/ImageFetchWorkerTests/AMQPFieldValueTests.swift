@@ -1,7 +1,7 @@
 import CRabbitMQ
 import Testing
 
-@testable import ImageFetchWorker
+@_spi(Benchmarks) @testable import ImageFetchWorker
 
 /// Field values through rabbitmq-c's own table encoder and decoder, against wire bytes written
 /// by hand from the AMQP 0-9-1 grammar as RabbitMQ spells it (so a symmetric bug in the worker's

@@ -2,12 +2,19 @@ import Benchmark
 import Crypto
 import Dispatch
 import Foundation
-import ImageFetchWorker
+@_spi(Benchmarks) import ImageFetchWorker
 import ImageSamples
 
 // The per-job pieces of the worker's hot path, each alone: decoding a job, encoding a result,
-// sniffing an image header, hashing a body and writing it to the file sink (fsync off, as in the
-// end-to-end benchmark). Throughput is in operations per second; for SHA-256 divide by the size.
+// encoding a publish, sniffing an image header, hashing a body and writing it to the file sink
+// (fsync off, as in the end-to-end benchmark). Throughput is in operations per second; for SHA-256
+// divide by the size.
+//
+// The gate: scripts/benchmark-gate.sh (run by `make test`) checks the malloc counts of the
+// benchmarks marked `gated` against Benchmarks/Thresholds/, and fails on any increase. Malloc counts
+// are the same on every run of a build; time is not (this machine's speed drifts by a third), so
+// time is never gated. Gated names have no spaces: the plugin writes threshold files with `_` for
+// a space but looks them up by the name as it is.
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -17,6 +24,8 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(2),
         maxIterations: 1_000_000
     )
+    // Not one allocation more per 1,000 calls than the thresholds file says.
+    let gated = Benchmark.Configuration(thresholds: [.mallocCountTotal: .init(absolute: [.p90: 0])])
 
     // MARK: Job decoding
 
@@ -28,7 +37,7 @@ let benchmarks: @Sendable () -> Void = {
     properties.correlationID = "corr-42"
     let delivery = Delivery(tag: 1, epoch: 1, redelivered: false, routingKey: "image-fetch.jobs",
                             properties: properties, body: jobBody)
-    Benchmark("Job.decode") { benchmark in
+    Benchmark("Job.decode", configuration: gated) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(Job.decode(delivery))
         }
@@ -47,9 +56,35 @@ let benchmarks: @Sendable () -> Void = {
     ok.finalURL = job.url
     ok.redirects = 0
     ok.timings = FetchTimings(dnsMs: 0.01, connectMs: 0.05, tlsMs: 0, ttfbMs: 0.4, totalMs: 0.6)
-    Benchmark("JobResult.encoded (ok)") { benchmark in
+    Benchmark("JobResult.encoded", configuration: gated) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(ok.encoded())
+        }
+    }
+
+    // MARK: Publishing
+
+    // What AMQPConnection.publish encodes into its arena (properties, exchange, routing key) for a
+    // result and for a retry copy (a table of headers); the arena is reused, as on a connection.
+    var resultProperties = AMQPProperties()
+    resultProperties.contentType = "application/json"
+    resultProperties.persistent = true
+    resultProperties.correlationID = "corr-42"
+    resultProperties.headers = ["x-publish-seq": .int(123_456)]
+    let result = OutboundMessage(routingKey: "image-fetch.results", properties: resultProperties, body: ok.encoded())
+    var retryProperties = properties
+    retryProperties.persistent = true
+    retryProperties.headers = ["x-attempt": .int(2), "x-first-seen": .string("2026-11-21T13:46:00.123Z"),
+                               "x-publish-seq": .int(123_457), "traceparent": .string("00-" + String(repeating: "a", count: 32)
+                                   + "-" + String(repeating: "b", count: 16) + "-01")]
+    let retry = OutboundMessage(routingKey: "image-fetch.jobs.retry.5s", properties: retryProperties, body: jobBody)
+    for (name, message) in [("PublishArena.result", result), ("PublishArena.retryCopy", retry)] {
+        let arena = AMQPArena()
+        Benchmark(name, configuration: gated) { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(arena.envelope(of: message))
+                arena.reset()
+            }
         }
     }
 

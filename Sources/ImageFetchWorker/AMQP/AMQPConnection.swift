@@ -226,11 +226,11 @@ package final class AMQPConnection {
     package func publish(channel: UInt16, _ message: OutboundMessage) throws(AMQPError) {
         let arena = publishArena
         defer { arena.reset() }
-        var properties = message.properties.encode(in: arena)
+        var envelope = arena.envelope(of: message)
         let status = message.body.withUnsafeBytes { body -> Int32 in
             let bytes = amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))
-            return amqp_basic_publish(state, channel, arena.bytes(message.exchange), arena.bytes(message.routingKey),
-                                      message.mandatory ? 1 : 0, 0, &properties, bytes)
+            return amqp_basic_publish(state, channel, envelope.exchange, envelope.routingKey,
+                                      message.mandatory ? 1 : 0, 0, &envelope.properties, bytes)
         }
         if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.publish") }
     }

@@ -73,13 +73,15 @@ public enum AMQPFieldValue: Sendable, Hashable {
 /// rabbitmq-c reads tables by pointer and copies them onto the wire inside the call that takes
 /// them, so the arena only has to outlive that call. It hands out memory from a chunk by bumping an
 /// offset, and ``reset()`` makes that memory reusable, so an arena kept for every publish on a
-/// connection allocates nothing once its chunk is large enough.
-final class AMQPArena {
+/// connection allocates nothing once its chunk is large enough (Benchmarks/ holds it to that).
+@_spi(Benchmarks) public final class AMQPArena {
     private var chunks: [(base: UnsafeMutableRawPointer, capacity: Int)] = []
     private var used = 0
     private static let chunkSize = 2048
     /// The largest alignment the arena hands out (`amqp_field_value_t` needs 8).
     private static let chunkAlignment = 16
+
+    @_spi(Benchmarks) public init() {}
 
     deinit {
         for chunk in chunks { chunk.base.deallocate() }
@@ -88,7 +90,7 @@ final class AMQPArena {
     /// Starts over at the beginning of the arena's memory. Whatever the arena handed out before is
     /// invalid afterwards. If the last use needed more than one chunk, they are replaced by one
     /// chunk as large as all of them, so that the next use of the same size needs no allocation.
-    func reset() {
+    @_spi(Benchmarks) public func reset() {
         used = 0
         guard chunks.count > 1 else { return }
         let total = chunks.reduce(0) { $0 + $1.capacity }

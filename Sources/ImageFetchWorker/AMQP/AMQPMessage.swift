@@ -112,3 +112,21 @@ public struct OutboundMessage: Sendable {
         self.body = body
     }
 }
+
+/// What `basic.publish` hands rabbitmq-c for one message, in an arena's memory: valid until the
+/// arena's next ``AMQPArena/reset()``. The body is not copied; rabbitmq-c reads it in place.
+@_spi(Benchmarks) public struct PublishEnvelope {
+    var properties: amqp_basic_properties_t
+    var exchange: amqp_bytes_t
+    var routingKey: amqp_bytes_t
+}
+
+extension AMQPArena {
+    /// Encodes all of `message` but its body. Public as SPI so that the Benchmarks/ package can
+    /// hold the publish path's allocations to a threshold.
+    @_spi(Benchmarks) public func envelope(of message: OutboundMessage) -> PublishEnvelope {
+        let properties = message.properties.encode(in: self)
+        return PublishEnvelope(properties: properties, exchange: bytes(message.exchange),
+                               routingKey: bytes(message.routingKey))
+    }
+}
