@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The allocation gate: the malloc counts of the hot path's pieces (Job.decode, JobResult.encoded,
-# the publish arena) against the thresholds committed in Benchmarks/Thresholds/. scripts/test.sh
-# runs it, so `make test` fails when a change adds an allocation to one of them.
+# the publish arena, an admission round of the origin scheduler) against the thresholds committed
+# in Benchmarks/Thresholds/. scripts/test.sh runs it, so `make test` fails when a change adds an
+# allocation to one of them.
 #
 #   scripts/benchmark-gate.sh            build Benchmarks/ (release) and check
 #   scripts/benchmark-gate.sh update     write today's counts as the thresholds (then commit them)
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../Benchmarks"
 say() { echo "benchmark-gate.sh: $*" >&2; }
 
-gated=(Job.decode JobResult.encoded PublishArena.result PublishArena.retryCopy)
+gated=(Job.decode JobResult.encoded PublishArena.result PublishArena.retryCopy OriginScheduler.round)
 pattern="$(printf '%s|' "${gated[@]//./\\.}")"
 filter="^(${pattern%|})\$"
 arguments=(--target WorkerBenchmarks --filter "$filter" --metric mallocCountTotal --no-progress)

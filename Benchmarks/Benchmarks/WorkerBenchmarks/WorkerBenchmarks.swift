@@ -88,6 +88,16 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // MARK: Admission
+
+    // A full window of one origin at concurrency 1,024: 1,024 running, 2,048 waiting.
+    let round = OriginSchedulerRound(concurrency: 1_024)
+    Benchmark("OriginScheduler.round", configuration: gated) { benchmark in
+        for _ in benchmark.scaledIterations {
+            round.run()
+        }
+    }
+
     // MARK: Header sniffing, per format
 
     let samples: [(String, [UInt8])] = [
