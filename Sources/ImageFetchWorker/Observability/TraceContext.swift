@@ -120,13 +120,32 @@ package struct TraceContext: Sendable, Hashable {
 
 /// Trace and span ids without a system call each: `SystemRandomNumberGenerator` reads getrandom(2)
 /// on every call, three times per job. SplitMix64 over a counter seeded once from it gives ids that
-/// are unique within the process (it is a bijection of the counter) and spread like random ones
-/// across processes; ids must be unique, not secret.
+/// are unique within the process (its mix is a bijection of the counter) and spread like random
+/// ones across processes; ids must be unique, not secret.
 enum TraceIDGenerator {
     private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
 
     static func next() -> UInt64 {
-        var z = counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        SplitMix64.mix(counter.wrappingAdd(SplitMix64.increment, ordering: .relaxed).newValue)
+    }
+}
+
+/// SplitMix64 (Steele, Lea and Flood): a small, fast generator whose outputs are spread well. The
+/// trace ids use its mix; the tests use it seeded, so that their random inputs reproduce.
+package struct SplitMix64: RandomNumberGenerator {
+    package var state: UInt64
+
+    package init(state: UInt64) { self.state = state }
+
+    package mutating func next() -> UInt64 {
+        state &+= Self.increment
+        return Self.mix(state)
+    }
+
+    static let increment: UInt64 = 0x9E37_79B9_7F4A_7C15
+
+    static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
