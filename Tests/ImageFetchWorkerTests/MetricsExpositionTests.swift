@@ -55,6 +55,31 @@ import Testing
         #expect(ProcessMetrics.bootTime(parsing: "cpu 1\n"[...]) == nil)
     }
 
+    @Test func readsWholeFilesLargerThanOneReadAndNothingForAMissingOne() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-read-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // Three and a half reads' worth, with a multi-byte character across the 4,096-byte boundary.
+        let text = String(repeating: "a", count: 4095) + "é" + String(repeating: "b", count: 10_000)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(ProcessMetrics.readFile(path) == text)
+        #expect(ProcessMetrics.readFile(path + ".missing") == nil)
+    }
+
+    @Test func countsOpenDescriptorsWithoutTheOneThatListsThem() throws {
+        // Other tests open and close descriptors in parallel, so only a lower bound is exact.
+        var pipes: [[Int32]] = []
+        defer { for pair in pipes { pair.forEach { close($0) } } }
+        for _ in 0..<64 {
+            var pair: [Int32] = [0, 0]
+            try #require(pipe(&pair) == 0)
+            pipes.append(pair)
+        }
+        let count = try #require(ProcessMetrics.openDescriptorCount())
+        #expect(count >= 128 + 3)
+        let listed = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count - 1
+        #expect(abs(count - listed) <= 32, "counted \(count), Foundation lists \(listed)")
+    }
+
     @Test func processMetricsAgreeWithProcSelf() throws {
         let values = Self.values(String(decoding: WorkerMetrics(concurrency: 1).render(), as: UTF8.self))
         let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)

@@ -1,12 +1,18 @@
 /// Small text helpers for parsing configuration values.
 enum ConfigText {
     /// The string without leading and trailing spaces, tabs and line breaks.
-    static func trimmed(_ text: String) -> String {
+    static func trimmed<Text: StringProtocol>(_ text: Text) -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0.isNewline }
         guard let first = text.firstIndex(where: { !isSpace($0) }),
             let last = text.lastIndex(where: { !isSpace($0) })
         else { return "" }
         return String(text[first...last])
+    }
+
+    /// The text with each of `characters` replaced by `replacement`. (Foundation's
+    /// `replacingOccurrences` would bring CoreFoundation's string search into start-up.)
+    static func replacing(_ characters: Set<Character>, with replacement: Character, in text: String) -> String {
+        String(text.map { characters.contains($0) ? replacement : $0 })
     }
 
     /// True for the ASCII digits 0–9 only, not other Unicode digits.

@@ -65,7 +65,7 @@ extension ConfigurationLoader {
         var kinds: [String: ConfigurationKey.Kind] = ["--config": .string]
         for key in ConfigurationKey.all {
             kinds[key.flag] = key.kind
-            kinds["--" + key.name.replacingOccurrences(of: ".", with: "-")] = key.kind
+            kinds["--" + ConfigText.replacing(["."], with: "-", in: key.name)] = key.kind
         }
         var configuration: [String] = []
         var operands: [String] = []

@@ -94,11 +94,11 @@ package struct ConfigurationKey: Sendable {
     }
 
     static func flag(forKey key: String) -> String {
-        "--" + key.replacingOccurrences(of: ".", with: "-").replacingOccurrences(of: "_", with: "-")
+        "--" + ConfigText.replacing([".", "_"], with: "-", in: key)
     }
 
     static func variable(forKey key: String) -> String {
-        key.uppercased().replacingOccurrences(of: ".", with: "_")
+        ConfigText.replacing(["."], with: "_", in: key.uppercased())
     }
 
     /// The key as swift-configuration addresses it.

@@ -179,7 +179,7 @@ package enum ConfigurationLoader {
     private static func canonicalFlags(_ arguments: [String]) throws(ConfigurationError) -> [String] {
         var spellings: [String: String] = ["--config": "--config"]
         for key in ConfigurationLoader.keys {
-            let library = "--" + key.replacingOccurrences(of: ".", with: "-")
+            let library = "--" + ConfigText.replacing(["."], with: "-", in: key)
             spellings[library] = library
             spellings[ConfigurationKey.flag(forKey: key)] = library
         }

@@ -3,13 +3,16 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
 import Prometheus
 import Synchronization
 
 /// The standard `process_*` metrics of Prometheus client libraries, read from `/proc/self` when
 /// `/metrics` is rendered. (No maintained Swift package in reach exports them.) Where `/proc` is
 /// missing, the families stay at 0 except `process_max_fds`.
+///
+/// The files are read with POSIX calls, not Foundation's: `String(contentsOfFile:)` and
+/// `FileManager` bring ICU's converters and Foundation's file code into the worker's resident
+/// pages for a few hundred bytes (docs/benchmarks.md, "Memory at concurrency 1,024").
 package final class ProcessMetrics: Sendable {
     /// One reading of `/proc/self/stat`.
     package struct Stat: Equatable, Sendable {
@@ -42,7 +45,7 @@ package final class ProcessMetrics: Sendable {
     /// The `btime` line of `/proc/stat`: the boot time in seconds since the epoch.
     package static func bootTime(parsing text: Substring) -> UInt64? {
         for line in text.split(separator: "\n") where line.hasPrefix("btime ") {
-            return UInt64(line.dropFirst(6).trimmingCharacters(in: .whitespaces))
+            return UInt64(ConfigText.trimmed(line.dropFirst(6)))
         }
         return nil
     }
@@ -70,7 +73,7 @@ package final class ProcessMetrics: Sendable {
         maxFDs = gauge("process_max_fds")
         startTime = gauge("process_start_time_seconds")
         if let stat = Self.readStat(),
-           let proc = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+           let proc = Self.readFile("/proc/stat"),
            let boot = Self.bootTime(parsing: proc[...]) {
             startTime.set(Double(boot) + Double(stat.startTicks) / ticksPerSecond)
         }
@@ -90,17 +93,45 @@ package final class ProcessMetrics: Sendable {
             resident.set(Double(stat.residentPages * pageSize))
             virtual.set(Double(stat.virtualBytes))
         }
-        if let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
-            // Less the descriptor that lists the directory, which is closed again by now.
-            openFDs.set(Double(max(entries.count - 1, 0)))
-        }
+        if let count = Self.openDescriptorCount() { openFDs.set(Double(count)) }
         var limit = rlimit()
         if getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 { maxFDs.set(Double(limit.rlim_cur)) }
     }
 
     private static func readStat() -> Stat? {
-        guard let text = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8) else { return nil }
-        return Stat(parsing: text[...])
+        readFile("/proc/self/stat").flatMap { Stat(parsing: $0[...]) }
+    }
+
+    /// The whole of a small file, or nil if it cannot be read.
+    package static func readFile(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+    }
+
+    /// The descriptors open in this process, less the one that lists them.
+    package static func openDescriptorCount() -> Int? {
+        guard let directory = opendir("/proc/self/fd") else { return nil }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { name in
+                name[0] == UInt8(ascii: ".") && (name[1] == 0 || (name[1] == UInt8(ascii: ".") && name[2] == 0))
+            }
+            if !isDot { count += 1 }
+        }
+        return max(count - 1, 0)
     }
 }
 

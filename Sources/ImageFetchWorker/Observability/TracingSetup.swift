@@ -1,4 +1,3 @@
-import Foundation
 import Logging
 import Synchronization
 import Tracing
@@ -14,7 +13,7 @@ package enum TracingSetup {
         -> (exporter: OTLPExporter.Configuration, sampler: OTLPTracer.Sampler)?
     {
         func value(_ name: String) -> String? {
-            guard let value = environment[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            guard let value = environment[name].map(ConfigText.trimmed), !value.isEmpty else { return nil }
             return value
         }
         func invalid(_ name: String, _ problem: String) -> ConfigurationError {
@@ -51,22 +50,22 @@ package enum TracingSetup {
             for pair in headers.split(separator: ",") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 // The value may be a credential: never echoed.
-                guard parts.count == 2, !parts[0].trimmingCharacters(in: .whitespaces).isEmpty else {
+                guard parts.count == 2, !ConfigText.trimmed(parts[0]).isEmpty else {
                     throw invalid("OTEL_EXPORTER_OTLP_HEADERS", "must be a list of name=value pairs")
                 }
-                let name = parts[0].trimmingCharacters(in: .whitespaces)
-                let headerValue = (parts[1].removingPercentEncoding ?? String(parts[1])).trimmingCharacters(in: .whitespaces)
+                let name = ConfigText.trimmed(parts[0])
+                let headerValue = ConfigText.trimmed(ConfigText.percentDecoded(String(parts[1])) ?? String(parts[1]))
                 exporter.headers.append("\(name): \(headerValue)")
             }
         }
         var resource: [(String, String)] = [("service.name", value("OTEL_SERVICE_NAME") ?? "image-fetch-worker"),
                                             ("service.version", WorkerVersion.current)]
         for pair in (value("OTEL_RESOURCE_ATTRIBUTES") ?? "").split(separator: ",") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let parts = pair.split(separator: "=", maxSplits: 1).map(ConfigText.trimmed)
             guard parts.count == 2, !parts[0].isEmpty else { continue }
             if parts[0] == "service.name", value("OTEL_SERVICE_NAME") != nil { continue }
             resource.removeAll { $0.0 == parts[0] }
-            resource.append((parts[0], parts[1].removingPercentEncoding ?? parts[1]))
+            resource.append((parts[0], ConfigText.percentDecoded(parts[1]) ?? parts[1]))
         }
         exporter.resource = resource
         func milliseconds(_ name: String, into keyPath: WritableKeyPath<OTLPExporter.Configuration, Double>) throws(ConfigurationError) {
