@@ -67,8 +67,8 @@ let jobHeaderCheckTable: [FetchCheckRow] = [
 @Suite struct FetchCheckMappingTests {
     /// What the worker reports for a job's URL that ``URLPolicy`` refuses.
     static func urlError(_ url: String) -> JobError? {
-        guard case .failure(let error) = URLPolicy.validate(url) else { return nil }
-        return error
+        guard case .failure(let refusal) = URLPolicy.validate(url) else { return nil }
+        return JobError(refusal)
     }
 
     @Test(arguments: urlCheckTable) func eachURLRefusalKeepsItsResult(_ row: FetchCheckRow) throws {
@@ -90,6 +90,53 @@ let jobHeaderCheckTable: [FetchCheckRow] = [
         #expect(error.message == row.message)
     }
 
+    /// A new refusal fails to compile here; the count then asks for its row.
+    @Test func theTablesCoverEveryRefusal() {
+        func name(_ refusal: URLPolicy.Refusal) -> String {
+            switch refusal {
+            case .tooLong: "tooLong"
+            case .empty: "empty"
+            case .spaceOrControl: "spaceOrControl"
+            case .notAbsolute: "notAbsolute"
+            case .unsupportedScheme: "unsupportedScheme"
+            case .noAuthority: "noAuthority"
+            case .userInfo: "userInfo"
+            case .unclosedIPv6Literal: "unclosedIPv6Literal"
+            case .invalidIPv6: "invalidIPv6"
+            case .junkAfterHost: "junkAfterHost"
+            case .invalidPort: "invalidPort"
+            case .noHost: "noHost"
+            case .invalidHostName: "invalidHostName"
+            case .hostCharacter: "hostCharacter"
+            case .emptyLabel: "emptyLabel"
+            case .invalidIPv4: "invalidIPv4"
+            }
+        }
+        let urlCases = urlCheckTable.compactMap { row -> String? in
+            guard case .failure(let refusal) = URLPolicy.validate(row.input) else { return nil }
+            return name(refusal)
+        }
+        #expect(Set(urlCases).count == 16)
+
+        func name(_ refusal: RequestHeaders.JobHeaderRefusal) -> String {
+            switch refusal {
+            case .tooMany: "tooMany"
+            case .invalidName: "invalidName"
+            case .notAllowed: "notAllowed"
+            case .repeated: "repeated"
+            case .invalidValue: "invalidValue"
+            }
+        }
+        let headerCases = [
+            RequestHeaders.checkJobHeaders((0...16).map { HTTPHeaderField(name: "X-\($0)", value: "v") }, allowed: []),
+            RequestHeaders.checkJobHeaders([HTTPHeaderField(name: "a b", value: "")], allowed: []),
+            RequestHeaders.checkJobHeaders([HTTPHeaderField(name: "Cookie", value: "")], allowed: []),
+            RequestHeaders.checkJobHeaders([HTTPHeaderField(name: "A", value: ""), HTTPHeaderField(name: "a", value: "")], allowed: ["a"]),
+            RequestHeaders.checkJobHeaders([HTTPHeaderField(name: "A", value: "\n")], allowed: ["a"]),
+        ].compactMap { $0.map(name) }
+        #expect(Set(headerCases).count == 5)
+    }
+
     @Test func acceptedHeadersAndURLsPass() {
         #expect(Self.urlError("HTTPS://Bücher.example:8443/a%20b?c#d") == nil)
         let body = #"{"id":"j1","url":"http://a/x.png","headers":{"Referer":"https://shop/","authorization":"a\tb"}}"#
@@ -103,6 +150,6 @@ let jobHeaderCheckTable: [FetchCheckRow] = [
         let info = ImageInfo(format: .png, width: 10_000, height: 10_000)
         let error = try #require(Worker.pixelLimitError(info, maxPixels: 50_000_000))
         #expect(error == JobError(.tooManyPixels, "the image needs 10000 × 10000 pixels, over fetch.max_pixels"))
-        #expect(JobError(FetchError.rejected(error)) == error)
+        #expect(JobError(FetchError.rejected(reason: error.message)) == error)
     }
 }
