@@ -33,11 +33,12 @@ import Testing
             return
         }
         #expect(!problem.message.contains(host))
-        guard case .failure(let error) = URLPolicy.validate("https://\(host)/a.png") else {
+        guard case .failure(let refusal) = URLPolicy.validate("https://\(host)/a.png") else {
             Issue.record("the URL with \(host) was accepted")
             return
         }
-        #expect(error.code == .invalidURL)
+        #expect(refusal == .invalidHostName(problem))
+        #expect(JobError(refusal).code == .invalidURL)
     }
 
     @Test func wholeScriptNamesAreFineUnderTheirOwnTopLevelLabel() {
@@ -95,7 +96,7 @@ import Testing
     }
 
     @Test func errorsNameTheListNotTheHost() {
-        let error = HostPolicy.error(.notAllowed, redirect: true)
+        let error = JobError(FetchError.hostNotAllowed(.notAllowed, redirect: true))
         #expect(error.code == .hostNotAllowed)
         #expect(error.code.rawValue == "host_not_allowed")
         #expect(!error.retryable)
@@ -123,7 +124,7 @@ import Testing
     ])
     func badHeadersAreInvalidJobs(field: HTTPHeaderField, reason: String) throws {
         let allowed = Self.allowed.union(["host"])
-        let error = try #require(RequestHeaders.checkJobHeaders([field], allowed: allowed))
+        let error = JobError(try #require(RequestHeaders.checkJobHeaders([field], allowed: allowed)))
         #expect(error.code == .invalidJob)
         #expect(error.message.contains(reason), "\(error.message)")
         #expect(!error.message.contains("X-Injected"))
@@ -131,9 +132,9 @@ import Testing
 
     @Test func tooManyOrRepeatedHeadersAreInvalidJobs() {
         let many = (0...16).map { HTTPHeaderField(name: "X-\($0)", value: "v") }
-        #expect(RequestHeaders.checkJobHeaders(many, allowed: Set(many.map { $0.name.lowercased() }))?.code == .invalidJob)
+        #expect(RequestHeaders.checkJobHeaders(many, allowed: Set(many.map { $0.name.lowercased() })) == .tooMany)
         let twice = [HTTPHeaderField(name: "Referer", value: "a"), HTTPHeaderField(name: "REFERER", value: "b")]
-        #expect(RequestHeaders.checkJobHeaders(twice, allowed: Self.allowed)?.message.contains("twice") == true)
+        #expect(RequestHeaders.checkJobHeaders(twice, allowed: Self.allowed) == .repeated(name: "REFERER"))
     }
 
     @Test func jobHeadersReplaceOrRemoveConfiguredOnes() {

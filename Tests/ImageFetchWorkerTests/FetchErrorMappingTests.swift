@@ -34,6 +34,10 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         message: "the host matches fetch.denied_hosts"),
     FetchErrorMappingRow(failure: .hostNotAllowed(.notAllowed, redirect: true), code: .hostNotAllowed, retryable: false,
         message: "a redirect target's host is not in fetch.allowed_hosts"),
+    FetchErrorMappingRow(failure: .hostNotAllowed(.denied, redirect: true), code: .hostNotAllowed, retryable: false,
+        message: "a redirect target's host matches fetch.denied_hosts"),
+    FetchErrorMappingRow(failure: .hostNotAllowed(.notAllowed, redirect: false), code: .hostNotAllowed, retryable: false,
+        message: "the host is not in fetch.allowed_hosts"),
     FetchErrorMappingRow(failure: .addressRefused(addressClass: "loopback"), code: .forbiddenAddress, retryable: false,
         message: "refused to connect to a loopback address"),
     FetchErrorMappingRow(failure: .dnsFailure, code: .dnsFailure, retryable: true, message: "the host name did not resolve"),
@@ -64,8 +68,10 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         message: "the body ended after 10 of 20 bytes"),
     FetchErrorMappingRow(failure: .truncated(received: 10, declared: nil), code: .truncated, retryable: true,
         message: "the connection closed before the body was complete"),
-    FetchErrorMappingRow(failure: .rejected(fetchErrorMappingPixels), code: .tooManyPixels, retryable: false,
+    FetchErrorMappingRow(failure: .rejected(reason: fetchErrorMappingPixels.message), code: .tooManyPixels, retryable: false,
         message: fetchErrorMappingPixels.message),
+    FetchErrorMappingRow(failure: .initFailed(reason: "Failed initialization"), code: .connectFailed, retryable: true,
+        message: "libcurl could not be initialised: Failed initialization"),
     FetchErrorMappingRow(failure: .transferFailed(reason: "Weird server reply"), code: .connectFailed, retryable: true,
         message: "the transfer failed: Weird server reply"),
 ]
@@ -103,14 +109,10 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
             case .truncated: "truncated"
             case .rejected: "rejected"
             case .transferFailed: "transferFailed"
+            case .initFailed: "initFailed"
             }
         }
-        #expect(Set(fetchErrorMappingTable.map { name($0.failure) }).count == 18)
-    }
-
-    @Test func theInspectorsOwnErrorPassesThroughUnchanged() {
-        let own = JobError(.tooManyPixels, "too many", retryable: true)
-        #expect(JobError(FetchError.rejected(own)) == own)
+        #expect(Set(fetchErrorMappingTable.map { name($0.failure) }).count == 19)
     }
 
     @Test func theResponseShowsItsFailureAsAJobError() {

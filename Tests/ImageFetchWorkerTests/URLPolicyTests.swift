@@ -22,7 +22,7 @@ import Darwin
     }
 
     private func errorCode(_ string: String) -> JobError.Code? {
-        if case .failure(let error) = URLPolicy.validate(string) { return error.code }
+        if case .failure(let refusal) = URLPolicy.validate(string) { return JobError(refusal).code }
         return nil
     }
 
@@ -115,10 +115,11 @@ import Darwin
             "http://user:\(secret)@host/", "gopher://\(secret)/", "http://\(secret) x/", "http://\(secret):99999/",
             "http://" + secret + String(repeating: "x", count: 9000),
         ] {
-            guard case .failure(let error) = URLPolicy.validate(input) else {
+            guard case .failure(let refusal) = URLPolicy.validate(input) else {
                 Issue.record("expected a failure")
                 continue
             }
+            let error = JobError(refusal)
             #expect(!error.message.contains(secret))
             #expect(!error.retryable)
         }

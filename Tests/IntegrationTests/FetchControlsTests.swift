@@ -155,11 +155,11 @@ struct FetchControlsTests {
             origin.resetStats()
             for host in ["\u{0430}pple.test", "xn--pple-43d.test"] {
                 let result = URLPolicy.validate("http://\(host):\(origin.port)/ok.png")
-                guard case .failure(let error) = result else {
+                guard case .failure(let refusal) = result else {
                     Issue.record("\(host) passed the URL check")
                     continue
                 }
-                #expect(error.code == .invalidURL, "\(host)")
+                #expect(JobError(refusal).code == .invalidURL, "\(host)")
                 let redirected = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
                                                                          to: "http://\(host):\(origin.port)/ok.png"))
                 #expect(redirected.error?.code == .invalidURL, "\(host): \(String(describing: redirected.error))")

@@ -270,10 +270,10 @@ struct FetchEngineTests {
             var request = FetchRequest(url: origin.url("/endless"))
             request.inspector = { body in
                 largestSeen.store(body.count, ordering: .relaxed)
-                return body.count >= 32 * 1024 ? .reject(JobError(.tooManyPixels, "too many pixels")) : .needMore
+                return body.count >= 32 * 1024 ? .reject(reason: "too many pixels") : .needMore
             }
             let response = await Self.fetch(engine, request)
-            #expect(response.error?.code == .tooManyPixels)
+            #expect(response.failure == .rejected(reason: "too many pixels"))
             #expect(response.body.isEmpty)
             let seen = largestSeen.load(ordering: .relaxed)
             #expect(seen >= 32 * 1024)

@@ -8,6 +8,7 @@ import Synchronization
 // ``ConnectionLifecycle``. Everything here runs on the channel queue.
 extension BrokerSession {
     var isOpenEpoch: Bool {
+        assertOnQueue()  // read on every ack and publish
         switch lifecycle.state {
         case .consuming, .draining: return true
         default: return false
@@ -15,6 +16,7 @@ extension BrokerSession {
     }
 
     func perform(_ action: ConnectionLifecycle.Action) {
+        dispatchPrecondition(condition: .onQueue(queue))
         switch action {
         case .none:
             break
@@ -61,6 +63,7 @@ extension BrokerSession {
     }
 
     func connect(urlIndex: Int) throws(AMQPError) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let amqp = configuration.amqp
         let url = amqp.urls[urlIndex % amqp.urls.count]
         let connection = try AMQPConnection()
@@ -144,6 +147,7 @@ extension BrokerSession {
     }
 
     func handleLoss(_ error: AMQPError) {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard isOpenEpoch else { return }
         logger.error("lost the broker connection", metadata: ["error": "\(error)"])
         perform(lifecycle.connectionLost(jitter: Double.random(in: 0..<1)))
@@ -152,6 +156,7 @@ extension BrokerSession {
     }
 
     func publishState() {
+        assertOnQueue()
         let state = lifecycle.state
         visible.withLock { $0.state = state }
     }

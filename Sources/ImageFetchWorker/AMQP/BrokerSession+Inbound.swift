@@ -10,10 +10,12 @@ extension BrokerSession {
     /// the reply sit in its buffer, and no socket event will announce them (without heartbeats,
     /// nothing else would), so they are read now.
     func readBufferedInput() {
+        assertOnQueue()
         if connection?.hasBufferedInput == true { scheduleRead() }
     }
 
     func scheduleRead() {
+        assertOnQueue()
         guard !readScheduled else { return }
         readScheduled = true
         queue.async {
@@ -25,6 +27,7 @@ extension BrokerSession {
     /// Reads what is there without blocking, in bounded batches so that publishes and acks queued
     /// behind it are not starved.
     func readAvailable() {
+        assertOnQueue()
         guard let connection else { return }
         var budget = 512
         do {

@@ -42,8 +42,9 @@ package enum PublishOutcome: Sendable, Equatable {
 /// send heartbeats and notice missed ones, even when idle. Publishes and acks submitted from other
 /// queues are `async` blocks on the channel queue, so they go out at once.
 package final class BrokerSession: @unchecked Sendable {
-    // @unchecked Sendable: all mutable state below is read and written only on `queue`
-    // (checked with dispatchPrecondition in debug builds); `visible` is behind its own lock.
+    // @unchecked Sendable: all mutable state below is read and written only on `queue`, which
+    // every entry point checks: with dispatchPrecondition on the lifecycle paths, with
+    // `assertOnQueue()` (debug builds) on the per-message ones; `visible` is behind its own lock.
     // It is internal rather than private only for the extensions in BrokerSession+Connection.swift
     // (connecting, reconnecting, closing) and BrokerSession+Inbound.swift (reading frames).
 
@@ -88,6 +89,13 @@ package final class BrokerSession: @unchecked Sendable {
         let pid = ProcessInfo.processInfo.processIdentifier
         self.consumerTag = "image-fetch-worker.\(host).\(pid)"
         self.connectionName = "image-fetch-worker \(host) pid \(pid)"
+    }
+
+    /// The channel-queue check of the per-message paths (each ack, publish, read): in debug builds
+    /// only, since they run too often for a release-mode check.
+    @inline(__always)
+    func assertOnQueue() {
+        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
     }
 
     /// The lifecycle state, readable from any thread.
@@ -172,7 +180,7 @@ package final class BrokerSession: @unchecked Sendable {
     /// The frame goes out when the channel queue has finished its current batch of work, merged
     /// with the other acks of that batch into `multiple` acks where the tags allow (``AckBatcher``).
     package func ackOnQueue(_ delivery: Delivery) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        assertOnQueue()
         guard connection != nil, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
         guard acks.requestAck(delivery.tag, now: DispatchTime.now().uptimeNanoseconds) else { return }
         guard !ackFlushScheduled else { return }
@@ -185,6 +193,7 @@ package final class BrokerSession: @unchecked Sendable {
 
     /// Sends the acks the batcher hands out; with `force`, every pending one (before closing).
     func sendAcks(on connection: AMQPConnection, force: Bool) throws(AMQPError) {
+        assertOnQueue()
         for ack in acks.flush(now: DispatchTime.now().uptimeNanoseconds, force: force) {
             try connection.ack(channel: Self.channel, tag: ack.tag, multiple: ack.multiple)
         }
@@ -192,7 +201,7 @@ package final class BrokerSession: @unchecked Sendable {
 
     /// Nacks on the channel queue.
     package func nackOnQueue(_ delivery: Delivery, requeue: Bool) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        assertOnQueue()
         guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
         do {
             try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: requeue)
@@ -222,7 +231,7 @@ package final class BrokerSession: @unchecked Sendable {
 
     /// Publishes on the channel queue.
     package func publishOnQueue(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        assertOnQueue()
         guard let connection, isOpenEpoch else {
             completion(.connectionLost)
             return

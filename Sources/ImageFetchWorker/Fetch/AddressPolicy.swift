@@ -77,14 +77,6 @@ package struct AddressPolicy: Sendable {
         return AddressPolicy.nonPublicClass(of: address)
     }
 
-    /// The `forbidden_address` error for `address`, or `nil` when the connection is allowed.
-    ///
-    /// The message names the address class, never the URL or the address itself.
-    package func check(_ address: IPAddress) -> JobError? {
-        guard let denied = self.deniedClass(of: address) else { return nil }
-        return JobError(.forbiddenAddress, "the connection would go to a \(denied) address, which is not allowed")
-    }
-
     /// The class of a non-public address, or `nil` for a public one, ignoring any exceptions.
     package static func nonPublicClass(of address: IPAddress) -> String? {
         switch address {

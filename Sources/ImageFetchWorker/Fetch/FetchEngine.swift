@@ -53,14 +53,14 @@ package final class FetchEngine: Sendable {
         completionQueue: DispatchQueue? = nil,
         maxWaitingBodies: Int? = nil,
         runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
-    ) throws(JobError) {
+    ) throws(FetchError) {
         do {
             hostGuard = try HostGuard(policy: HostPolicy(allowed: configuration.allowedHosts, denied: configuration.deniedHosts))
             loop = try FetchLoop(
                 configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections,
                 completionQueue: completionQueue, maxWaitingBodies: maxWaitingBodies, runBatch: runBatch)
         } catch {
-            throw JobError(.connectFailed, "libcurl could not be initialised: \(error.reason)")
+            throw .initFailed(reason: error.reason)
         }
         self.maxBytes = configuration.maxBytes
         self.addressPolicy = addressPolicy

@@ -1,9 +1,9 @@
 import CCurl
 
-/// Why the fetch engine failed a transfer, in the engine's own terms: what happened on the wire
-/// or in its checks, not what it means for a job. The job pipeline maps it to a `JobError` code at
-/// its edge (`JobError.init(_: FetchError)`), so the engine neither mints result codes nor decides
-/// what is retried.
+/// Why the fetch engine failed a transfer (or could not start), in the engine's own terms: what
+/// happened on the wire or in its checks, not what it means for a job. The job pipeline maps it
+/// to a `JobError` code at its edge (`JobError.init(_: FetchError)`), so the engine neither mints
+/// result codes nor decides what is retried.
 ///
 /// The payloads carry only what a message needs: never a URL, a host name or a credential.
 package enum FetchError: Error, Sendable, Equatable {
@@ -42,11 +42,13 @@ package enum FetchError: Error, Sendable, Equatable {
     case tooLarge(limit: Int, declared: Bool)
     /// The body ended after `received` bytes, short of its Content-Length when `declared` is known.
     case truncated(received: Int, declared: Int64?)
-    /// The request's inspector rejected the body with its own error (``BodyVerdict/reject(_:)``),
-    /// which passes through the engine unchanged.
-    case rejected(JobError)
+    /// The request's inspector rejected the body (``BodyVerdict/reject(reason:)``); the reason is
+    /// the inspector's, passed through unchanged.
+    case rejected(reason: String)
     /// Any other libcurl failure (libcurl's reason, which names no URL).
     case transferFailed(reason: String)
+    /// The engine itself could not start: libcurl's reason. Only ``FetchEngine``'s `init` throws it.
+    case initFailed(reason: String)
 
     /// Why a redirect target is refused.
     package enum RedirectRefusal: Sendable, Equatable {

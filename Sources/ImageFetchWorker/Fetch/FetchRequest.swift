@@ -4,8 +4,9 @@ package enum BodyVerdict: Sendable {
     case needMore
     /// The body is acceptable; stop inspecting and receive the rest.
     case accept
-    /// Abort the transfer; the response carries this error (``FetchError/rejected(_:)``).
-    case reject(JobError)
+    /// Abort the transfer; the response fails with ``FetchError/rejected(reason:)``. `reason` is
+    /// the caller's, for people: it must name no URL or secret.
+    case reject(reason: String)
 }
 
 /// One HTTP transfer for ``FetchEngine``.
@@ -35,8 +36,8 @@ package struct FetchRequest: Sendable {
     /// `CURLOPT_USERPWD`, for SigV4 `"key:secret"`. Never logged.
     package var userPassword: String? = nil
     /// Called on the fetch queue with the whole body received so far, after each chunk, until it
-    /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(_:)`` aborts the
-    /// transfer with that error. Used for the early `too_many_pixels` check.
+    /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(reason:)`` aborts
+    /// the transfer with that reason. Used for the early `too_many_pixels` check.
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.
     package var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil

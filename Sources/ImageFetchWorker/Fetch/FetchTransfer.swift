@@ -148,9 +148,9 @@ final class FetchTransfer: @unchecked Sendable {
                 break
             case .accept:
                 phase.inspected()
-            case .reject(let error):
+            case .reject(let reason):
                 phase.inspected()
-                abortReason = .rejected(error)
+                abortReason = .rejected(reason: reason)
                 return .abort
             }
         }

@@ -58,15 +58,6 @@ package struct HostPolicy: Sendable, Equatable {
         return name
     }
 
-    /// The error of a refused host. The message names the list, never the host.
-    package static func error(_ refusal: Refusal, redirect: Bool) -> JobError {
-        let what = redirect ? "a redirect target's host" : "the host"
-        switch refusal {
-        case .denied: return JobError(.hostNotAllowed, "\(what) matches fetch.denied_hosts")
-        case .notAllowed: return JobError(.hostNotAllowed, "\(what) is not in fetch.allowed_hosts")
-        }
-    }
-
     /// A configuration entry in the form the policy compares, or why it is not one: a host name
     /// (internationalised names become punycode), `*.` and a host name, or an IP literal (IPv6
     /// with or without brackets).

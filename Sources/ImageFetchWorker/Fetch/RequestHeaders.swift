@@ -52,27 +52,32 @@ package enum RequestHeaders {
         return nil
     }
 
+    /// Why a job's headers are refused. Names are the job's own (valid tokens by then), never a
+    /// value.
+    package enum JobHeaderRefusal: Error, Sendable, Equatable {
+        /// More than ``RequestHeaders/maxJobHeaders``.
+        case tooMany
+        /// A name that is not an HTTP token of 1 to 64 bytes.
+        case invalidName
+        /// Not in `fetch.job_headers`, or a reserved name.
+        case notAllowed(name: String)
+        /// The same name twice, without regard to case.
+        case repeated(name: String)
+        /// The value's ``RequestHeaders/valueProblem(_:)``.
+        case invalidValue(name: String, problem: String)
+    }
+
     /// Checks a job's headers against `fetch.job_headers` (lower-case names) and the rules above.
-    package static func checkJobHeaders(_ fields: [HTTPHeaderField], allowed: Set<String>) -> JobError? {
+    package static func checkJobHeaders(_ fields: [HTTPHeaderField], allowed: Set<String>) -> JobHeaderRefusal? {
         if fields.isEmpty { return nil }
-        guard fields.count <= maxJobHeaders else {
-            return JobError(.invalidJob, "the job has more than \(maxJobHeaders) headers")
-        }
+        guard fields.count <= maxJobHeaders else { return .tooMany }
         var seen = Set<String>()
         for field in fields {
-            guard isValidName(field.name) else {
-                return JobError(.invalidJob, "a name in the job's headers is not a valid HTTP header name")
-            }
+            guard isValidName(field.name) else { return .invalidName }
             let lower = field.name.lowercased()
-            guard allowed.contains(lower), !reservedNames.contains(lower) else {
-                return JobError(.invalidJob, "the job's header \(field.name) is not allowed by fetch.job_headers")
-            }
-            guard seen.insert(lower).inserted else {
-                return JobError(.invalidJob, "the job's header \(field.name) is given twice")
-            }
-            if let problem = valueProblem(field.value) {
-                return JobError(.invalidJob, "the value of the job's header \(field.name) \(problem)")
-            }
+            guard allowed.contains(lower), !reservedNames.contains(lower) else { return .notAllowed(name: field.name) }
+            guard seen.insert(lower).inserted else { return .repeated(name: field.name) }
+            if let problem = valueProblem(field.value) { return .invalidValue(name: field.name, problem: problem) }
         }
         return nil
     }

@@ -23,17 +23,49 @@
 /// Path and query are kept as given, percent-encoding included; only non-ASCII bytes are
 /// percent-encoded. The fragment is dropped, since it is never sent.
 ///
-/// Error messages name the problem, never the URL.
+/// A refusal names the problem, never the URL; the job pipeline turns it into a result code and
+/// message at its edge (`JobError.init(_: URLPolicy.Refusal)`).
 package enum URLPolicy {
     /// The longest URL accepted, in bytes of UTF-8: 8 KiB.
     package static let maxLength = 8192
 
-    /// Checks `string` before any network use: absolute, `http` or `https` only (otherwise
-    /// `unsupported_scheme`), has a host, no user info, at most ``maxLength`` bytes, no spaces or
-    /// control characters (otherwise `invalid_url`).
+    /// Why a URL is refused. Only ``unsupportedScheme(_:)`` carries part of the URL: its scheme,
+    /// cut to 20 characters.
+    package enum Refusal: Error, Sendable, Equatable {
+        /// Over ``URLPolicy/maxLength`` bytes.
+        case tooLong
+        case empty
+        /// A space or a control character anywhere.
+        case spaceOrControl
+        /// No scheme.
+        case notAbsolute
+        /// A scheme other than http or https, cut to 20 characters (with `…`), lower case.
+        case unsupportedScheme(String)
+        /// No `//` after the scheme.
+        case noAuthority
+        case userInfo
+        /// An IPv6 literal without its closing bracket.
+        case unclosedIPv6Literal
+        case invalidIPv6
+        /// Something other than `:port` after the host.
+        case junkAfterHost
+        /// Not a number in 1…65535.
+        case invalidPort
+        case noHost
+        /// An internationalised name that IDNA refuses, with its reason.
+        case invalidHostName(IDNAProblem)
+        /// A character other than letters, digits, `-`, `_` and `.` in the host name.
+        case hostCharacter
+        case emptyLabel
+        /// A host that ends in a number but does not read as an IPv4 address.
+        case invalidIPv4
+    }
+
+    /// Checks `string` before any network use: absolute, `http` or `https` only, has a host, no
+    /// user info, at most ``maxLength`` bytes, no spaces or control characters.
     ///
-    /// - Returns: the normalised URL, or the `invalid_url` / `unsupported_scheme` error.
-    package static func validate(_ string: String) -> Result<ValidatedURL, JobError> {
+    /// - Returns: the normalised URL, or why it is refused.
+    package static func validate(_ string: String) -> Result<ValidatedURL, Refusal> {
         do {
             return .success(try parse(string))
         } catch {
@@ -43,18 +75,12 @@ package enum URLPolicy {
 
     // MARK: - Parsing
 
-    private static func invalid(_ message: String) -> JobError {
-        JobError(.invalidURL, message)
-    }
-
-    private static func parse(_ string: String) throws(JobError) -> ValidatedURL {
+    private static func parse(_ string: String) throws(Refusal) -> ValidatedURL {
         let bytes = Array(string.utf8)
-        guard bytes.count <= maxLength else {
-            throw invalid("the URL is longer than \(maxLength) bytes")
-        }
-        guard !bytes.isEmpty else { throw invalid("the URL is empty") }
+        guard bytes.count <= maxLength else { throw .tooLong }
+        guard !bytes.isEmpty else { throw .empty }
         for scalar in string.unicodeScalars where isForbidden(scalar) {
-            throw invalid("the URL contains a space or a control character")
+            throw .spaceOrControl
         }
 
         // Scheme.
@@ -63,18 +89,18 @@ package enum URLPolicy {
             isAlpha(bytes[0]),
             bytes[1..<colon].allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("+") || $0 == ascii("-") || $0 == ascii(".") })
         else {
-            throw invalid("the URL is not absolute (it has no scheme)")
+            throw .notAbsolute
         }
         let scheme = String(decoding: bytes[..<colon].map(lowercased), as: UTF8.self)
         guard scheme == "http" || scheme == "https" else {
             let shown = scheme.count > 20 ? String(scheme.prefix(20)) + "…" : scheme
-            throw JobError(.unsupportedScheme, "the URL scheme \"\(shown)\" is not supported; only http and https are")
+            throw .unsupportedScheme(shown)
         }
 
         // Authority.
         let afterScheme = bytes[(colon + 1)...]
         guard afterScheme.starts(with: [ascii("/"), ascii("/")]) else {
-            throw invalid("the URL has no host (no // after the scheme)")
+            throw .noAuthority
         }
         let authorityStart = afterScheme.startIndex + 2
         let authorityEnd =
@@ -82,7 +108,7 @@ package enum URLPolicy {
             ?? bytes.endIndex
         let authority = bytes[authorityStart..<authorityEnd]
         guard !authority.contains(ascii("@")) else {
-            throw invalid("the URL contains user info, which is not allowed")
+            throw .userInfo
         }
         let (host, portText) = try parseAuthority(authority)
 
@@ -103,15 +129,15 @@ package enum URLPolicy {
     }
 
     /// Splits and checks `host[:port]`; gives the normalised host and the port as decimal text.
-    private static func parseAuthority(_ authority: ArraySlice<UInt8>) throws(JobError) -> (String, String?) {
+    private static func parseAuthority(_ authority: ArraySlice<UInt8>) throws(Refusal) -> (String, String?) {
         let host: String
         let afterHost: ArraySlice<UInt8>
         if authority.first == ascii("[") {
             guard let close = authority.firstIndex(of: ascii("]")) else {
-                throw invalid("the host is an IPv6 literal without a closing bracket")
+                throw .unclosedIPv6Literal
             }
             guard let value = IPAddress.parseV6(authority[(authority.startIndex + 1)..<close]) else {
-                throw invalid("the host is not a valid IPv6 address")
+                throw .invalidIPv6
             }
             host = "[" + IPAddress.v6(value).description + "]"
             afterHost = authority[(close + 1)...]
@@ -123,32 +149,32 @@ package enum URLPolicy {
 
         guard let first = afterHost.first else { return (host, nil) }
         guard first == ascii(":") else {
-            throw invalid("the host is followed by something other than a port")
+            throw .junkAfterHost
         }
         let digits = afterHost.dropFirst()
         if digits.isEmpty { return (host, nil) }
         guard digits.count <= 5, digits.allSatisfy(IPAddress.isDigit) else {
-            throw invalid("the port is not a number between 1 and 65535")
+            throw .invalidPort
         }
         let port = digits.reduce(0) { $0 * 10 + Int($1 - ascii("0")) }
         guard (1...65535).contains(port) else {
-            throw invalid("the port is not a number between 1 and 65535")
+            throw .invalidPort
         }
         return (host, String(port))
     }
 
     /// Lower-cases a host name, and turns a host that ends in a number into a dotted quad.
-    private static func normaliseHostName(_ name: ArraySlice<UInt8>) throws(JobError) -> String {
-        guard !name.isEmpty else { throw invalid("the URL has no host") }
+    private static func normaliseHostName(_ name: ArraySlice<UInt8>) throws(Refusal) -> String {
+        guard !name.isEmpty else { throw .noHost }
         var bytes = name
         if IDNA.needsConversion(name) {
             switch IDNA.toASCII(String(decoding: name, as: UTF8.self)) {
             case .success(let ascii): bytes = ArraySlice(ascii.utf8)
-            case .failure(let problem): throw invalid(problem.message)
+            case .failure(let problem): throw .invalidHostName(problem)
             }
         }
         guard bytes.allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("-") || $0 == ascii(".") || $0 == ascii("_") }) else {
-            throw invalid("the host name contains a character that is not allowed")
+            throw .hostCharacter
         }
         let lower = bytes.map(lowercased)
         var labels = lower.split(separator: ascii("."), omittingEmptySubsequences: false)
@@ -156,11 +182,11 @@ package enum URLPolicy {
             labels.removeLast()  // One trailing dot is the root; it is allowed.
         }
         guard labels.allSatisfy({ !$0.isEmpty }) else {
-            throw invalid("the host name has an empty label")
+            throw .emptyLabel
         }
         if let last = labels.last, endsInANumber(last) {
             guard let value = parseLenientIPv4(labels) else {
-                throw invalid("the host looks like an IPv4 address but is not a valid one")
+                throw .invalidIPv4
             }
             return IPAddress.dottedQuad(value)
         }

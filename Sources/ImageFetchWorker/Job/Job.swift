@@ -77,7 +77,9 @@ public struct Job: Sendable, Equatable {
         var headers: [HTTPHeaderField] = []
         if let fields = body.headers, !fields.isEmpty {
             headers = fields.map { HTTPHeaderField(name: $0.key, value: $0.value) }.sorted { $0.name < $1.name }
-            if let error = RequestHeaders.checkJobHeaders(headers, allowed: allowedHeaders) { return .failure(error) }
+            if let refusal = RequestHeaders.checkJobHeaders(headers, allowed: allowedHeaders) {
+                return .failure(JobError(refusal))
+            }
         }
         let attempt = properties.headers["x-attempt"]?.intValue.map { Int(clamping: $0) } ?? 1
         return .success(Job(

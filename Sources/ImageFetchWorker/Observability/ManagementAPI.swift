@@ -86,7 +86,7 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
         do {
             engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 4)
         } catch {
-            throw Failure(description: "cannot start libcurl: \(error.message)")
+            throw Failure(description: "cannot start libcurl: \(JobError(error).message)")
         }
     }
 

@@ -56,7 +56,11 @@ package final class OTLPExporter: Sendable {
         limits.timeout = configuration.timeout
         limits.connectTimeout = min(configuration.timeout, 5)
         limits.maxBytes = 1 << 20
-        engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
+        do {
+            engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
+        } catch {
+            throw JobError(error)  // the start-up line it has always printed
+        }
         scheduleExport()
     }
 

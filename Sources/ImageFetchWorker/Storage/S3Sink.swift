@@ -59,7 +59,7 @@ package final class S3Sink: ImageSink {
         do {
             self.engine = try FetchEngine(configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
         } catch {
-            throw JobError(.storageFailed, "the S3 upload engine could not start: \(error.message)")
+            throw JobError(.storageFailed, "the S3 upload engine could not start: \(JobError(error).message)")
         }
     }
 

@@ -21,7 +21,12 @@ extension JobError {
         case .invalidHost(let problem, let redirect):
             self.init(.invalidURL, redirect ? "a redirect target: \(problem)" : problem)
         case .hostNotAllowed(let refusal, let redirect):
-            self = HostPolicy.error(refusal, redirect: redirect)
+            // Names the list, never the host.
+            let what = redirect ? "a redirect target's host" : "the host"
+            switch refusal {
+            case .denied: self.init(.hostNotAllowed, "\(what) matches fetch.denied_hosts")
+            case .notAllowed: self.init(.hostNotAllowed, "\(what) is not in fetch.allowed_hosts")
+            }
         case .addressRefused(let addressClass):
             self.init(.forbiddenAddress, "refused to connect to a \(addressClass) address")
         case .dnsFailure:
@@ -52,10 +57,13 @@ extension JobError {
             self.init(.truncated, "the body ended after \(received) of \(declared) bytes")
         case .truncated(_, nil):
             self.init(.truncated, "the connection closed before the body was complete")
-        case .rejected(let error):
-            self = error
+        case .rejected(let reason):
+            // The pipeline's only inspector is the pixel check (`Worker.start`).
+            self.init(.tooManyPixels, reason)
         case .transferFailed(let reason):
             self.init(.connectFailed, "the transfer failed: \(reason)")
+        case .initFailed(let reason):
+            self.init(.connectFailed, "libcurl could not be initialised: \(reason)")
         }
     }
 }

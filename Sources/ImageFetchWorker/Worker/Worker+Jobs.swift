@@ -56,8 +56,8 @@ extension Worker {
             return
         }
         switch URLPolicy.validate(job.url) {
-        case .failure(let error):
-            finish(beginUnscheduled(context), job: job, error: error, response: nil)
+        case .failure(let refusal):
+            finish(beginUnscheduled(context), job: job, error: JobError(refusal), response: nil)
         case .success(let url):
             context.urlHost = url.host
             context.fetchURL = url.url
@@ -97,7 +97,7 @@ extension Worker {
             switch ImageSniffer.inspect(prefix, isComplete: false) {
             case .needMoreData: return .needMore
             case .notAnImage: return .accept
-            case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject($0) } ?? .accept
+            case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject(reason: $0.message) } ?? .accept
             }
         }
         // Completions arrive on the work queue, several small ones to a block.

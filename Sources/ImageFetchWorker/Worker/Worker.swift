@@ -61,13 +61,17 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         let policy = AddressPolicy(
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
-        self.fetchEngine = try FetchEngine(configuration: configuration.fetch, addressPolicy: { address in
-            // Unknown address families are refused: the guard only allows what it can judge.
-            guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
-            return policy.deniedClass(of: ip)
-        }, maxConnections: concurrency, completionQueue: workQueue,
-        maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
-        runBatch: { CompletionBatch.run($0) })
+        do {
+            self.fetchEngine = try FetchEngine(configuration: configuration.fetch, addressPolicy: { address in
+                // Unknown address families are refused: the guard only allows what it can judge.
+                guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
+                return policy.deniedClass(of: ip)
+            }, maxConnections: concurrency, completionQueue: workQueue,
+            maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
+            runBatch: { CompletionBatch.run($0) })
+        } catch {
+            throw JobError(error)  // the start-up line it has always printed
+        }
         switch configuration.storage.kind {
         case .file:
             self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
