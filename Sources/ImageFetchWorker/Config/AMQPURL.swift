@@ -91,7 +91,7 @@ extension AMQPURL {
         }
 
         // Scheme.
-        guard let schemeEnd = text.range(of: "://") else {
+        guard let schemeEnd = ConfigText.schemeSeparator(in: text) else {
             throw fail("must start with amqp:// or amqps://")
         }
         let tls: Bool
@@ -234,7 +234,7 @@ extension AMQPURL {
     /// - Returns: The text, safe to log.
     package static func redacting(_ text: String) -> String {
         text.split(separator: ",", omittingEmptySubsequences: false).map { entry -> String in
-            let scheme = entry.range(of: "://")
+            let scheme = ConfigText.schemeSeparator(in: entry)
             let authorityStart = scheme?.upperBound ?? entry.startIndex
             if let at = entry.lastIndex(of: "@"), authorityStart <= at {
                 let userInfo = entry[authorityStart..<at]

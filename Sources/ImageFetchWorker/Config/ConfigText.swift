@@ -15,6 +15,16 @@ enum ConfigText {
         String(text.map { characters.contains($0) ? replacement : $0 })
     }
 
+    /// Where the first `://` is, as Foundation's `range(of:)` would say without CoreFoundation.
+    static func schemeSeparator<Text: StringProtocol>(in text: Text) -> Range<Text.Index>? {
+        var start = text.startIndex
+        while let colon = text[start...].firstIndex(of: ":") {
+            if text[colon...].hasPrefix("://") { return colon..<text.index(colon, offsetBy: 3) }
+            start = text.index(after: colon)
+        }
+        return nil
+    }
+
     /// True for the ASCII digits 0–9 only, not other Unicode digits.
     static func isDigit(_ character: Character) -> Bool {
         guard let ascii = character.asciiValue else { return false }
