@@ -116,25 +116,37 @@ package struct OriginScheduler<Element> {
     /// A job for `origin` arrived. It waits for its turn; the answer says whether it should leave
     /// the window at once instead (its origin is paused or busy, and others are active).
     package mutating func enqueue(_ element: Element, origin: Origin, now: UInt64) -> Deferral? {
-        let known = origins[origin] != nil
-        if !known || origins[origin].map({ $0.inFlight == 0 && $0.waiting.isEmpty && now &- $0.lastActive > settings.activeNanoseconds }) == true {
-            activeOrigins += 1  // counted until the next sweep recounts
+        // One lookup for a known origin (an index stays valid until the dictionary changes).
+        let index: [Origin: State].Index
+        if let known = origins.index(forKey: origin) {
+            index = known
+            let state = origins.values[index]
+            if state.inFlight == 0 && state.waiting.isEmpty && now &- state.lastActive > settings.activeNanoseconds {
+                activeOrigins += 1  // counted until the next sweep recounts
+            }
+        } else {
+            activeOrigins += 1
+            origins[origin] = State(limiter: OriginLimiter(settings: settings.limiter), lastActive: now)
+            index = origins.index(forKey: origin)!
         }
-        if !known { origins[origin] = State(limiter: OriginLimiter(settings: settings.limiter), lastActive: now) }
         let (current, active) = (settings, activeOrigins)
-        // In place: a copy of the state would copy its queue on the next append.
-        let verdict = Self.modify(&origins, origin) { state -> WindowVerdict in
-            state.lastActive = now
-            let verdict = Self.windowVerdict(state, position: state.waiting.count, now: now, settings: current, activeOrigins: active)
-            if verdict == .keep { state.waiting.append(Entry(element: element, enqueuedAt: now)) }
-            return verdict
-        }
+        // In place: a copy of the state alive here would make the append copy its queue.
+        let verdict = Self.admit(element, into: &origins.values[index], now: now, settings: current, activeOrigins: active)
         if case .leave(let atLeast) = verdict {
             return Deferral(element: element, origin: origin, atLeastSeconds: atLeast)
         }
-        if origins[origin]?.waiting.count == 1 { backlogged.append(origin) }
+        if origins.values[index].waiting.count == 1 { backlogged.append(origin) }
         waitingCount += 1
         return nil
+    }
+
+    private static func admit(_ element: Element, into state: inout State, now: UInt64, settings: Settings,
+                              activeOrigins: Int) -> WindowVerdict {
+        state.lastActive = now
+        let verdict = windowVerdict(state, position: state.waiting.count, now: now, settings: settings,
+                                    activeOrigins: activeOrigins)
+        if verdict == .keep { state.waiting.append(Entry(element: element, enqueuedAt: now)) }
+        return verdict
     }
 
     /// Runs `body` on an origin's state in place.
@@ -200,10 +212,17 @@ package struct OriginScheduler<Element> {
 
     package mutating func finished(origin: Origin, startedAt: UInt64, inFlightAtStart: Int, outcome: FetchOutcome,
                                    now: UInt64) -> [Event] {
-        guard var state = origins[origin], state.inFlight > 0 else { return [] }
+        guard let index = origins.index(forKey: origin), origins.values[index].inFlight > 0 else { return [] }
+        inFlightCount -= 1
+        // In place and with the one lookup: a copy of the state costs retains and a second lookup.
+        return Self.finish(&origins.values[index], origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart,
+                           outcome: outcome, now: now, settings: settings)
+    }
+
+    private static func finish(_ state: inout State, origin: Origin, startedAt: UInt64, inFlightAtStart: Int,
+                               outcome: FetchOutcome, now: UInt64, settings: Settings) -> [Event] {
         let inFlight = state.inFlight
         state.inFlight -= 1
-        inFlightCount -= 1
         state.lastActive = now
         var events: [Event] = []
         var cut: OriginLimiter.Cut?
@@ -235,7 +254,6 @@ package struct OriginScheduler<Element> {
         }
         if let cut, settings.adaptive, cut.to < cut.from { events.insert(.limitCut(origin, cut), at: 0) }
         if state.inFlight == 0 { state.busySince = nil }
-        origins[origin] = state
         return events
     }
 
