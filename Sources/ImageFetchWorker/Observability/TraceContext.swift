@@ -107,11 +107,11 @@ package struct TraceContext: Sendable, Hashable {
     }
 
     static func hex(_ value: UInt64, digits: Int = 16) -> String {
-        let alphabet = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: digits) { buffer in
+        String(unsafeUninitializedCapacity: digits) { buffer in
             for index in 0..<digits {
-                let shift = UInt64((digits - 1 - index) * 4)
-                buffer[index] = alphabet[Int((value >> shift) & 0xf)]
+                let nibble = UInt8(truncatingIfNeeded: value >> UInt64((digits - 1 - index) * 4)) & 0xf
+                // Arithmetic rather than an alphabet array, which would be allocated per call.
+                buffer[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
             }
             return digits
         }
