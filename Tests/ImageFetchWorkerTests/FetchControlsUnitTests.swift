@@ -52,6 +52,25 @@ import Testing
         #expect(!IDNA.needsConversion("axn--b.example".utf8))
         #expect(IDNA.needsConversion("a.XN--b.example".utf8))
         #expect(IDNA.needsConversion("bücher.example".utf8))
+        #expect(IDNA.needsConversion("xn--".utf8))
+        #expect(!IDNA.needsConversion("xn-".utf8))
+        #expect(!IDNA.needsConversion("x.n--a".utf8))
+        #expect(IDNA.needsConversion("a..Xn--z".utf8))
+    }
+
+    /// The one-pass check says what splitting into labels says, over random hosts made of the
+    /// bytes that matter.
+    @Test func theOnePassCheckAgreesWithSplittingIntoLabels() {
+        func bySplitting(_ host: [UInt8]) -> Bool {
+            host.contains { $0 >= 0x80 } || host.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+                .contains { $0.count >= 4 && $0.prefix(4).map { $0 | 0x20 } == Array("xn--".utf8) }
+        }
+        var generator = SplitMix64(state: 18)
+        let alphabet = Array("xXnN-.a".utf8) + [0x0D, 0xC3]
+        for _ in 0..<20_000 {
+            let host = (0..<Int.random(in: 0...9, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            #expect(IDNA.needsConversion(host) == bySplitting(host), "\(host)")
+        }
     }
 }
 

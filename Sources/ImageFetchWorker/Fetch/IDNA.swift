@@ -24,9 +24,24 @@ package enum IDNA {
     /// Whether `host` needs the conversion: it has a byte outside ASCII or an `xn--` label.
     package static func needsConversion<Bytes: Collection>(_ host: Bytes) -> Bool where Bytes.Element == UInt8 {
         if host.contains(where: { $0 >= 0x80 }) { return true }
-        return host.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).contains { label in
-            label.count >= 4 && label.prefix(4).map { $0 | 0x20 } == Array("xn--".utf8)
+        // One pass without splitting (every job's host comes through here): how many bytes of
+        // "xn--" the current label starts with, case-insensitively; -1 once it cannot.
+        var matched = 0
+        for byte in host {
+            if byte == UInt8(ascii: ".") {
+                matched = 0
+                continue
+            }
+            guard matched >= 0 else { continue }
+            let expected = matched == 0 ? UInt8(ascii: "x") : matched == 1 ? UInt8(ascii: "n") : UInt8(ascii: "-")
+            guard byte | 0x20 == expected else {
+                matched = -1
+                continue
+            }
+            matched += 1
+            if matched == 4 { return true }
         }
+        return false
     }
 
     /// The ASCII (punycode) form of `host`, lower case, or why it is refused (a short text that
