@@ -137,10 +137,14 @@ package struct TraceContext: Sendable, Hashable {
     /// The low `digits` nibbles of `value` as lowercase hex, into `buffer` from `offset`.
     private static func writeHex(_ value: UInt64, digits: Int, into buffer: UnsafeMutableBufferPointer<UInt8>,
                                  at offset: Int) {
-        for index in 0..<digits {
-            let nibble = UInt8(truncatingIfNeeded: value >> UInt64((digits - 1 - index) * 4)) & 0xf
+        precondition(offset >= 0 && offset + digits <= buffer.count)
+        let start = buffer.baseAddress! + offset
+        var rest = value
+        for index in stride(from: digits - 1, through: 0, by: -1) {
+            let nibble = UInt8(truncatingIfNeeded: rest) & 0xf
             // Arithmetic rather than an alphabet array, which would be allocated per call.
-            buffer[offset + index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+            start[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+            rest >>= 4
         }
     }
 }
