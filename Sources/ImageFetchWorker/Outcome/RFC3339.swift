@@ -9,7 +9,7 @@ import Darwin
 ///
 /// Written by hand for memory, not speed: Foundation's `Date.ISO8601FormatStyle` builds a
 /// Gregorian calendar in the current time zone, which loads ICU's time-zone data and code, about
-/// 1 MB more resident at concurrency 1,024 (docs/benchmarks.md, "Fast paths").
+/// 0.5–0.8 MB more resident at concurrency 1,024 (docs/benchmarks.md, "Fast paths").
 package enum RFC3339 {
     /// `secondsSince1970` as a timestamp; the milliseconds are truncated, not rounded.
     package static func format(_ secondsSince1970: Double) -> String {

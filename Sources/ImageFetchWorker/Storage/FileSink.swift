@@ -18,7 +18,7 @@ import Dispatch
 /// With fsync, the work runs on one of a few serial queues of the sink's own, picked by a hash of
 /// the key, so fsync never blocks the caller's queue and two writes of the same key are ordered.
 /// Without fsync a write only copies into the page cache, so it runs on the caller's thread: one
-/// thread hand-off less per job (see docs/benchmarks.md). Two writes of the same key then race, and
+/// thread hand-off less per job. Two writes of the same key then race, and
 /// the last rename wins, as it would for two jobs whose store calls came in the other order.
 public final class FileSink: ImageSink {
     /// The root folder, absolute and with symbolic links resolved.
