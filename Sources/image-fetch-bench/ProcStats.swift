@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import Foundation
+import ImageFetchWorker
 
 /// Readings from /proc for one process (Linux only).
 enum ProcStats {
@@ -77,17 +78,7 @@ enum ProcStats {
 
     /// Reads a small file whole (files in /proc report size 0, so read until EOF).
     static func read(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        ProcessMetrics.readFile(path)
     }
 }
 
