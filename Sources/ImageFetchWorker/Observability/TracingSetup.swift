@@ -50,10 +50,10 @@ package enum TracingSetup {
             for pair in headers.split(separator: ",") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 // The value may be a credential: never echoed.
-                guard parts.count == 2, !ConfigText.trimmed(parts[0]).isEmpty else {
+                let name = parts.count == 2 ? ConfigText.trimmed(parts[0]) : ""
+                guard !name.isEmpty else {
                     throw invalid("OTEL_EXPORTER_OTLP_HEADERS", "must be a list of name=value pairs")
                 }
-                let name = ConfigText.trimmed(parts[0])
                 let headerValue = ConfigText.trimmed(ConfigText.percentDecoded(String(parts[1])) ?? String(parts[1]))
                 exporter.headers.append("\(name): \(headerValue)")
             }
