@@ -73,4 +73,26 @@ int ifw_idna_to_ascii(const char *_Nonnull input, char *_Nullable *_Nonnull outp
 int ifw_idna_to_unicode(const char *_Nonnull input, char *_Nullable *_Nonnull output);
 void ifw_idna_free(void *_Nullable pointer);
 
+/*
+ * libcurl's multi_socket interface on Linux epoll: the socket callback keeps an epoll set in step
+ * with the sockets libcurl wants watched, the timer callback records libcurl's next deadline, and an
+ * eventfd in the same set wakes a wait from any thread. Unlike curl_multi_perform, which visits
+ * every transfer (and polls each one's socket) on every call, curl_multi_socket_action only runs
+ * the transfers whose socket is ready or whose timer is due. Only the wake function may be called
+ * from another thread than the one driving the multi handle.
+ */
+typedef struct ifw_curl_events ifw_curl_events;
+/* Creates the epoll set and the eventfd and installs the callbacks on `multi`; NULL (errno set) on failure. */
+ifw_curl_events *_Nullable ifw_curl_events_create(CURLM *_Nonnull multi);
+/* Closes both descriptors. Call after curl_multi_cleanup, whose socket callbacks still use them. */
+void ifw_curl_events_destroy(ifw_curl_events *_Nonnull events);
+/* Makes the current or next wait return at once (any thread). 0, or -1 with errno. */
+int ifw_curl_events_wake(ifw_curl_events *_Nonnull events);
+/* Waits up to `timeout_ms` (-1: no limit), less when libcurl's deadline comes first, for ready sockets
+ * or a wake. Returns the number of ready sockets (a wake counts none), or -1 with errno. */
+int ifw_curl_events_wait(ifw_curl_events *_Nonnull events, int timeout_ms);
+/* Hands the sockets of the last wait to curl_multi_socket_action, then runs libcurl's timers if their
+ * deadline has come. The first failing code, else CURLM_OK. */
+CURLMcode ifw_curl_events_act(ifw_curl_events *_Nonnull events, CURLM *_Nonnull multi);
+
 #endif

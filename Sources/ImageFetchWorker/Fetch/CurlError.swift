@@ -8,6 +8,8 @@ enum CurlError: Error, Sendable {
     case multi(CURLMcode)
     /// `curl_global_init`, `curl_easy_init`, `curl_multi_init` or `curl_slist_append` returned nothing.
     case initFailed
+    /// The event source of the multi handle (epoll, eventfd) failed, with `errno`.
+    case events(Int32)
 
     /// libcurl's own short description; it never contains a URL.
     var reason: String {
@@ -15,6 +17,7 @@ enum CurlError: Error, Sendable {
         case .easy(let code): return String(cString: curl_easy_strerror(code))
         case .multi(let code): return String(cString: curl_multi_strerror(code))
         case .initFailed: return "libcurl could not allocate a handle"
+        case .events(let code): return "the fetch loop's event source failed (errno \(code))"
         }
     }
 }

@@ -1,25 +1,45 @@
 import CCurl
 import CShims
 
-/// Owns one libcurl multi handle (`CURLM*`) and frees it in `deinit`.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Owns one libcurl multi handle (`CURLM*`) and the epoll-based event source it runs on, and frees
+/// both in `deinit`.
 ///
-/// `@unchecked Sendable` because only ``wakeup()`` may be called from any thread
-/// (`curl_multi_wakeup` is documented as thread-safe); every other method is called only on the
-/// engine's fetch queue, and the handle outlives every caller of ``wakeup()``.
+/// The handle uses libcurl's multi_socket interface: ``poll(timeoutMilliseconds:)`` waits on the
+/// sockets libcurl asked to have watched, and ``perform()`` runs only the transfers whose socket is
+/// ready or whose timer is due. `curl_multi_perform` instead visits every transfer and polls each
+/// one's socket on every call, which at a thousand transfers cost about twenty `poll(2)` calls per
+/// fetched image (docs/benchmarks.md, "What limits each figure").
+///
+/// `@unchecked Sendable` because only ``wakeup()`` may be called from any thread (it writes an
+/// eventfd); every other method is called only on the engine's fetch queue, and the handle outlives
+/// every caller of ``wakeup()``.
 final class CurlMultiHandle: @unchecked Sendable {
     /// The handle.
     let raw: UnsafeMutableRawPointer
+    private let events: OpaquePointer
 
-    /// Creates a multi handle.
+    /// Creates a multi handle with its event source.
     init() throws(CurlError) {
         try CurlGlobal.ensureInitialized()
         guard let handle = curl_multi_init() else { throw .initFailed }
+        guard let events = ifw_curl_events_create(handle) else {
+            let code = errno
+            curl_multi_cleanup(handle)
+            throw .events(code)
+        }
         raw = handle
+        self.events = events
     }
 
     deinit {
         // Every easy handle has been removed by then (the engine removes each one as it finishes).
+        // The cleanup may still call the socket callback, so the event source goes after it.
         curl_multi_cleanup(raw)
+        ifw_curl_events_destroy(events)
     }
 
     @inline(__always)
@@ -42,22 +62,22 @@ final class CurlMultiHandle: @unchecked Sendable {
         try check(curl_multi_remove_handle(raw, easy.raw))
     }
 
-    /// Drives every transfer as far as it can go without blocking.
+    /// Drives the transfers whose sockets the last ``poll(timeoutMilliseconds:)`` found ready, and
+    /// those whose timer is due (new, resumed, timed out), as far as they go without blocking.
     func perform() throws(CurlError) {
-        var running: Int32 = 0
-        try check(curl_multi_perform(raw, &running))
+        try check(ifw_curl_events_act(events, raw))
     }
 
     /// Waits for activity on any transfer's socket, for curl's next timeout, for ``wakeup()``, or
     /// at most `timeoutMilliseconds`, whichever comes first.
     func poll(timeoutMilliseconds: Int32) throws(CurlError) {
-        try check(curl_multi_poll(raw, nil, 0, timeoutMilliseconds, nil))
+        guard ifw_curl_events_wait(events, timeoutMilliseconds) >= 0 else { throw .events(errno) }
     }
 
     /// Interrupts a ``poll(timeoutMilliseconds:)`` in progress, or makes the next one return at once.
     /// Callable from any thread.
     func wakeup() throws(CurlError) {
-        try check(curl_multi_wakeup(raw))
+        guard ifw_curl_events_wake(events) == 0 else { throw .events(errno) }
     }
 
     /// The next finished transfer, or nil when there is none.

@@ -41,7 +41,7 @@ extension FetchLoop {
     }
 
     /// Resumes paused transfers, oldest first, as far as the backlog allows. libcurl hands over
-    /// the chunk it kept from inside `curl_easy_pause` and reads the rest on the next perform.
+    /// the chunk it kept from inside `curl_easy_pause` and reads the rest when its socket is next ready.
     func resumePaused() {
         assertOnFetchQueue()
         var allowed = backlog.withLock { $0.resumable() }

@@ -10,11 +10,12 @@ import Darwin
 #endif
 
 /// The engine's single event loop: one long-running work item on the serial fetch queue that
-/// drives a libcurl multi handle with `curl_multi_perform` and sleeps in `curl_multi_poll`.
+/// drives a libcurl multi handle through its multi_socket interface (``CurlMultiHandle``): it
+/// sleeps in `epoll_wait` and runs only the transfers whose socket is ready or whose timer is due.
 ///
 /// Other threads talk to it only through a locked inbox of commands, and wake it with
-/// `curl_multi_wakeup` when the inbox goes from empty to not empty, so a new transfer reaches the
-/// wire at once and an idle loop sleeps in `poll(2)` without using CPU. The completion queue also
+/// ``CurlMultiHandle/wakeup()`` when the inbox goes from empty to not empty, so a new transfer
+/// reaches the wire at once and an idle loop sleeps without using CPU. The completion queue also
 /// wakes it when the body flow control (``BodyBacklog``) lets paused transfers go on.
 ///
 /// `@unchecked Sendable` because the inbox and the flow control's state are behind `Mutex`es, the
@@ -78,8 +79,8 @@ final class FetchLoop: @unchecked Sendable {
     /// Turns each request into easy-handle options, with the engine's limits converted once.
     private let options: CurlTransferOptions
 
-    /// The longest `curl_multi_poll` sleep; libcurl shortens it to its own next timeout, and
-    /// `curl_multi_wakeup` interrupts it, so this only bounds how long an idle loop sleeps.
+    /// The longest sleep; libcurl's next timeout shortens it and a wake-up interrupts it, so this
+    /// only bounds how long an idle loop sleeps.
     private static let idleWaitMs: Int32 = 60_000
 
     init(

@@ -17,7 +17,7 @@ import Darwin
 ///
 /// `@unchecked Sendable` because it is created by the caller of ``FetchEngine/fetch(_:completion:)``
 /// and handed to the fetch queue through the engine's locked inbox. From then on it is touched
-/// only on the fetch queue (libcurl calls the callbacks from `curl_multi_perform`, which runs only
+/// only on the fetch queue (libcurl calls the callbacks from `curl_multi_socket_action`, which runs only
 /// there), until the loop hands it to the completion queue, which only reads what no longer
 /// changes by then (``completion``, ``phase``). Debug builds check the queue where the loop and
 /// libcurl enter (``assertOnFetchQueue()``).
@@ -100,7 +100,7 @@ final class FetchTransfer: @unchecked Sendable {
         return body
     }
 
-    // MARK: Callbacks (fetch queue, inside curl_multi_perform)
+    // MARK: Callbacks (fetch queue, inside curl_multi_socket_action)
 
     /// What the write callback tells libcurl.
     enum WriteOutcome {
@@ -113,7 +113,7 @@ final class FetchTransfer: @unchecked Sendable {
     }
 
     /// The write callback: one chunk of the current response's body. No queue check here: it
-    /// runs per chunk, inside `curl_multi_perform`, whose caller (the loop) is checked.
+    /// runs per chunk, inside `curl_multi_socket_action`, whose caller (the loop) is checked.
     func receive(_ data: UnsafePointer<UInt8>, count: Int) -> WriteOutcome {
         // The status is read only until the body's fate is known (the first chunk).
         var status = 0
