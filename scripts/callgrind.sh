@@ -27,7 +27,8 @@
 # Benchmarks/Callgrind/sigsuspend_copy.c); it needs a C compiler.
 #
 # Environment: CALLGRIND_JOBS (default "2000 6000"), CALLGRIND_OUT, BENCH_NO_BUILD=1 (use the
-# existing release build), and the BENCH_* ports of scripts/bench.sh.
+# existing release build), CALLGRIND_WORKER=PATH (count this worker binary instead, e.g. an older
+# build's, through the same driver), and the BENCH_* ports of scripts/bench.sh.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -56,12 +57,13 @@ if [[ -z ${BENCH_NO_BUILD:-} ]]; then
   scripts/release-build.sh
 fi
 BIN="$(swift build -c release --show-bin-path)"
-[[ -x $BIN/image-fetch-worker ]] || die "no release build in $BIN"
+WORKER="${CALLGRIND_WORKER:-$BIN/image-fetch-worker}"
+[[ -x $WORKER ]] || die "no worker binary at $WORKER"
 
 OUT="${CALLGRIND_OUT:-$(mktemp -d /tmp/ifw-callgrind.XXXXXX)}"
 mkdir -p "$OUT"
-objcopy --strip-debug "$BIN/image-fetch-worker" "$OUT/image-fetch-worker" 2>/dev/null ||
-  { cp "$BIN/image-fetch-worker" "$OUT/image-fetch-worker" && strip --strip-debug "$OUT/image-fetch-worker"; } ||
+objcopy --strip-debug "$WORKER" "$OUT/image-fetch-worker" 2>/dev/null ||
+  { cp "$WORKER" "$OUT/image-fetch-worker" && strip --strip-debug "$OUT/image-fetch-worker"; } ||
   die "cannot make a copy of the worker without debug information (objcopy or strip, from binutils)"
 
 # valgrind 3.19 faults on the read-only mask libdispatch's main thread hands to sigsuspend; the
