@@ -60,7 +60,9 @@ extension Worker {
             finish(beginUnscheduled(context), job: job, error: JobError(refusal), response: nil)
         case .success(let url):
             context.urlHost = url.host
-            context.fetchURL = url.url
+            // Most URLs pass unchanged: then the job's string is shared instead of kept twice
+            // for every prefetched job.
+            context.fetchURL = url.url == job.url ? job.url : url.url
             admission.submit(context, origin: Origin(url))
         }
     }
