@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#if defined(__linux__)
 #include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
@@ -133,3 +135,34 @@ CURLMcode ifw_curl_events_act(ifw_curl_events *events, CURLM *multi) {
     }
     return first;
 }
+
+#else
+/* Without epoll (a development build on macOS): curl_multi_perform and curl_multi_poll, which visit
+ * every transfer on each turn but behave the same. */
+struct ifw_curl_events {
+    CURLM *multi;
+};
+
+ifw_curl_events *ifw_curl_events_create(CURLM *multi) {
+    struct ifw_curl_events *events = calloc(1, sizeof *events);
+    if (events != NULL) events->multi = multi;
+    return events;
+}
+
+void ifw_curl_events_destroy(ifw_curl_events *events) { free(events); }
+
+int ifw_curl_events_wake(ifw_curl_events *events) {
+    return curl_multi_wakeup(events->multi) == CURLM_OK ? 0 : (errno = EINVAL, -1);
+}
+
+int ifw_curl_events_wait(ifw_curl_events *events, int timeout_ms) {
+    return curl_multi_poll(events->multi, NULL, 0, timeout_ms < 0 ? 60000 : timeout_ms, NULL) == CURLM_OK
+               ? 0 : (errno = EINVAL, -1);
+}
+
+CURLMcode ifw_curl_events_act(ifw_curl_events *events, CURLM *multi) {
+    (void)events;
+    int running = 0;
+    return curl_multi_perform(multi, &running);
+}
+#endif
