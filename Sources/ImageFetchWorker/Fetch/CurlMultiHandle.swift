@@ -3,6 +3,8 @@ import CShims
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Owns one libcurl multi handle (`CURLM*`) and the epoll-based event source it runs on, and frees
