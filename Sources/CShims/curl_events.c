@@ -13,6 +13,7 @@
 #define IFW_EVENTS_MAX 256
 
 struct ifw_curl_events {
+    CURLM *multi;
     int epoll_fd;
     int wake_fd;
     /* CLOCK_MONOTONIC nanoseconds at which libcurl wants CURL_SOCKET_TIMEOUT; -1: no timer. */
@@ -27,9 +28,11 @@ static int64_t ifw_now_ns(void) {
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
+/* Marks a socket as in the epoll set (curl_multi_assign's pointer); libcurl forgets it with the socket. */
+static char ifw_watched;
+
 static int ifw_socket_callback(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp) {
     (void)easy;
-    (void)socketp;
     struct ifw_curl_events *events = userp;
     if (what == CURL_POLL_REMOVE) {
         /* Fails harmlessly when libcurl already closed the socket (closing leaves the set). */
@@ -39,10 +42,18 @@ static int ifw_socket_callback(CURL *easy, curl_socket_t socket, int what, void 
     struct epoll_event event = {0};
     event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
     event.data.fd = socket;
-    /* A socket number libcurl closed and opened again is no longer in the set: add it anew. */
-    if (epoll_ctl(events->epoll_fd, EPOLL_CTL_MOD, socket, &event) != 0 && errno == ENOENT) {
-        epoll_ctl(events->epoll_fd, EPOLL_CTL_ADD, socket, &event);
+    /* A socket libcurl has not marked is new to the set (a keep-alive connection is removed after
+     * each transfer and comes back with the next): one call, not a failing MOD and then an ADD. The
+     * other operation stays as the fallback should the set and the mark ever disagree. */
+    int first = socketp == NULL ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (epoll_ctl(events->epoll_fd, first, socket, &event) != 0) {
+        int second = first == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+        if (errno != (first == EPOLL_CTL_ADD ? EEXIST : ENOENT) ||
+            epoll_ctl(events->epoll_fd, second, socket, &event) != 0) {
+            return 0;
+        }
     }
+    if (socketp == NULL) curl_multi_assign(events->multi, socket, &ifw_watched);
     return 0;
 }
 
@@ -56,6 +67,7 @@ static int ifw_timer_callback(CURLM *multi, long timeout_ms, void *userp) {
 ifw_curl_events *ifw_curl_events_create(CURLM *multi) {
     struct ifw_curl_events *events = calloc(1, sizeof *events);
     if (events == NULL) return NULL;
+    events->multi = multi;
     events->deadline_ns = -1;
     events->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     events->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
