@@ -6,7 +6,8 @@
  * curl_easy_setopt, curl_easy_getinfo, curl_multi_setopt and amqp_login_with_properties.
  * Each wrapper fixes the type of the variadic argument, so a call from Swift is checked
  * by the compiler instead of being reinterpreted by va_arg. At the end, glibc's mallopt, whose
- * header Swift's Glibc module does not import.
+ * header Swift's Glibc module does not import, libidn2, and the fetch loop's event source for
+ * libcurl's multi_socket interface (curl_events.c).
  */
 
 #include <stddef.h>
