@@ -46,12 +46,10 @@ static int ifw_socket_callback(CURL *easy, curl_socket_t socket, int what, void 
      * each transfer and comes back with the next): one call, not a failing MOD and then an ADD. The
      * other operation stays as the fallback should the set and the mark ever disagree. */
     int first = socketp == NULL ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
-    if (epoll_ctl(events->epoll_fd, first, socket, &event) != 0) {
-        int second = first == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-        if (errno != (first == EPOLL_CTL_ADD ? EEXIST : ENOENT) ||
-            epoll_ctl(events->epoll_fd, second, socket, &event) != 0) {
-            return 0;
-        }
+    int second = socketp == NULL ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(events->epoll_fd, first, socket, &event) != 0 &&
+        epoll_ctl(events->epoll_fd, second, socket, &event) != 0) {
+        return 0;
     }
     if (socketp == NULL) curl_multi_assign(events->multi, socket, &ifw_watched);
     return 0;
@@ -126,7 +124,8 @@ int ifw_curl_events_wait(ifw_curl_events *events, int timeout_ms) {
     return ready;
 }
 
-CURLMcode ifw_curl_events_act(ifw_curl_events *events, CURLM *multi) {
+CURLMcode ifw_curl_events_act(ifw_curl_events *events) {
+    CURLM *multi = events->multi;
     CURLMcode first = CURLM_OK;
     int running = 0;
     int ready = events->ready;
@@ -172,9 +171,8 @@ int ifw_curl_events_wait(ifw_curl_events *events, int timeout_ms) {
                ? 0 : (errno = EINVAL, -1);
 }
 
-CURLMcode ifw_curl_events_act(ifw_curl_events *events, CURLM *multi) {
-    (void)events;
+CURLMcode ifw_curl_events_act(ifw_curl_events *events) {
     int running = 0;
-    return curl_multi_perform(multi, &running);
+    return curl_multi_perform(events->multi, &running);
 }
 #endif

@@ -83,7 +83,8 @@ void ifw_idna_free(void *_Nullable pointer);
  * from another thread than the one driving the multi handle.
  */
 typedef struct ifw_curl_events ifw_curl_events;
-/* Creates the epoll set and the eventfd and installs the callbacks on `multi`; NULL (errno set) on failure. */
+/* Creates the epoll set and the eventfd and installs the callbacks on `multi`, which the other functions
+ * drive; NULL (errno set) on failure. */
 ifw_curl_events *_Nullable ifw_curl_events_create(CURLM *_Nonnull multi);
 /* Closes both descriptors. Call after curl_multi_cleanup, whose socket callbacks still use them. */
 void ifw_curl_events_destroy(ifw_curl_events *_Nonnull events);
@@ -94,6 +95,6 @@ int ifw_curl_events_wake(ifw_curl_events *_Nonnull events);
 int ifw_curl_events_wait(ifw_curl_events *_Nonnull events, int timeout_ms);
 /* Hands the sockets of the last wait to curl_multi_socket_action, then runs libcurl's timers if their
  * deadline has come. The first failing code, else CURLM_OK. */
-CURLMcode ifw_curl_events_act(ifw_curl_events *_Nonnull events, CURLM *_Nonnull multi);
+CURLMcode ifw_curl_events_act(ifw_curl_events *_Nonnull events);
 
 #endif

@@ -67,7 +67,7 @@ final class CurlMultiHandle: @unchecked Sendable {
     /// Drives the transfers whose sockets the last ``poll(timeoutMilliseconds:)`` found ready, and
     /// those whose timer is due (new, resumed, timed out), as far as they go without blocking.
     func perform() throws(CurlError) {
-        try check(ifw_curl_events_act(events, raw))
+        try check(ifw_curl_events_act(events))
     }
 
     /// Waits for activity on any transfer's socket, for curl's next timeout, for ``wakeup()``, or
