@@ -61,6 +61,43 @@ import Testing
         #expect(json["url"] as? String == "\\")
     }
 
+    /// The buffer is sized once: a result that outgrew it would be copied into one twice as large,
+    /// once per job, and kept that large until the broker confirms it.
+    @Test func encodingFitsTheReservedCapacity() throws {
+        let url = "http://127.0.0.1:18080/img.png"
+        func filled(_ fill: (inout JobResult) -> Void) -> JobResult {
+            var result = JobResult(job: Job(id: "job-0000012345", url: url, attempt: 12, redelivered: true),
+                                   status: .ok, durationMs: 123_456.789, worker: "image-fetch-worker-7d9f8b6c5-x2k4q",
+                                   finishedAt: 1_700_000_000.25)
+            result.httpStatus = 200
+            result.contentType = "image/png"
+            result.bytes = 12_000_000
+            result.sha256 = String(repeating: "ab", count: 32)
+            result.location = "file:///tmp/ifw-bench.abcdef/images/\(String(repeating: "ab", count: 32)).png"
+            result.finalURL = url
+            result.redirects = 5
+            result.timings = FetchTimings(dnsMs: 1.234, connectMs: 12.345, tlsMs: 123.456, ttfbMs: 1234.567,
+                                          totalMs: 12345.678)
+            fill(&result)
+            return result
+        }
+        var everyFact = ImageInfo(format: .webp, width: 12_345, height: 12_345)
+        everyFact.frames = 1_000
+        everyFact.animated = true
+        everyFact.progressive = true
+        everyFact.orientation = 8
+        let results = [
+            filled { _ in },
+            filled { $0.image = everyFact },
+            filled { $0.status = .failed; $0.error = JobError(.tooManyPixels, String(repeating: "m", count: 90)) },
+        ]
+        for result in results {
+            let encoded = result.encoded()
+            #expect(encoded.count <= result.encodedCapacity)
+            _ = try decode(encoded)
+        }
+    }
+
     @Test func httpStatusRetryability() {
         #expect(JobError.httpStatus(404).retryable == false)
         #expect(JobError.httpStatus(408).retryable)

@@ -34,9 +34,20 @@ public struct JobResult: Sendable, Equatable {
         self.finishedAt = finishedAt
     }
 
+    /// What ``encoded()`` writes at most, escapes aside, so that its buffer is allocated once: keys,
+    /// numbers and punctuation take under 400 bytes, an image's facts 180 more, an error's keys 80.
+    var encodedCapacity: Int {
+        var capacity = 400 + id.utf8.count + url.utf8.count + worker.utf8.count
+        capacity += (contentType?.utf8.count ?? 0) + (sha256?.utf8.count ?? 0) + (location?.utf8.count ?? 0)
+        capacity += finalURL?.utf8.count ?? 0
+        if image != nil { capacity += 180 }
+        if let error { capacity += 80 + error.message.utf8.count }
+        return capacity
+    }
+
     /// The compact JSON body.
     public func encoded() -> [UInt8] {
-        var json = JSONWriter(capacity: 512 + url.utf8.count + (finalURL?.utf8.count ?? 0))
+        var json = JSONWriter(capacity: encodedCapacity)
         json.beginObject()
         json.field("id", id)
         json.field("url", url)
