@@ -9,8 +9,6 @@ import Tracing
 /// A value stored in the job's context, not an object of its own: one allocation fewer for every
 /// prefetched job (2,048 at concurrency 1,024).
 package struct JobTrace: Sendable {
-    /// The context of the job's message; nil when it started a new trace.
-    package let incoming: TraceContext?
     /// The job's context: its trace id and the span downstream consumers see as their parent.
     package let context: TraceContext
     /// The job's span (a no-op span when tracing is off or the trace is not sampled).
@@ -19,7 +17,8 @@ package struct JobTrace: Sendable {
     /// Starts the job's span as a consumer of `queue`, continuing the message's context.
     package init(headers: [String: AMQPFieldValue], queue: String, messageID: String?, bodySize: Int,
                  tracer: (any Tracer)? = JobTrace.tracer) {
-        incoming = TraceHeaders.extract(headers)
+        // Not kept: the value lives in every prefetched job's context, and nothing reads it later.
+        let incoming = TraceHeaders.extract(headers)
         guard let tracer else {
             span = Tracing.NoOpTracer.NoOpSpan(context: .topLevel)
             context = incoming ?? TraceContext(traceID: .random(), spanID: TraceContext.randomSpanID())

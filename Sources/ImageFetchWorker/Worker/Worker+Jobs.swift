@@ -11,7 +11,6 @@ final class JobContext: @unchecked Sendable {
     let delivery: Delivery
     let job: Job?
     var admittedAt: UInt64 = 0
-    var urlHost: String?
     /// The checked URL, as libcurl is given it.
     var fetchURL: String?
     /// Its place at its origin while it fetches; not the ticket, which holds the context itself.
@@ -59,7 +58,6 @@ extension Worker {
         case .failure(let refusal):
             finish(beginUnscheduled(context), job: job, error: JobError(refusal), response: nil)
         case .success(let url):
-            context.urlHost = url.host
             // Most URLs pass unchanged: then the job's string is shared instead of kept twice
             // for every prefetched job.
             context.fetchURL = url.url == job.url ? job.url : url.url
@@ -258,7 +256,10 @@ extension Worker {
         if logger.logLevel <= .debug {
             var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(decision.outcome.name)",
                                              "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]
-            if let host = context.urlHost { metadata["url_host"] = "\(host)" }
+            // Parsed again here rather than kept in every prefetched job's context.
+            if case .success(let url) = URLPolicy.validate(job.url) {
+                metadata["url_host"] = "\(url.host)"
+            }
             if let error { metadata["error"] = "\(error.code)" }
             metadata.merge(context.trace.logMetadata) { $1 }
             logger.debug("job finished", metadata: metadata)
