@@ -37,7 +37,7 @@ package enum RetryAfter {
         for token in tokens.dropFirst() {  // the weekday
             if let index = months.firstIndex(of: token) {
                 month = index
-            } else if token.contains(":") {
+            } else if token.utf8.contains(UInt8(ascii: ":")) {
                 let parts = token.split(separator: ":").compactMap { Int($0) }
                 guard parts.count == 3, parts[0] < 24, parts[1] < 60, parts[2] <= 60 else { return nil }
                 clock = (parts[0], parts[1], parts[2])

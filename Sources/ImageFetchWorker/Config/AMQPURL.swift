@@ -35,7 +35,7 @@ package struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
     package var description: String {
         let scheme = tls ? "amqps" : "amqp"
         let vhostPart = vhost == "/" ? "%2F" : (vhost.addingPercentEncodingForVhost())
-        let hostPart = host.contains(":") ? "[\(host)]" : host
+        let hostPart = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return "\(scheme)://\(user.addingPercentEncodingForVhost()):***@\(hostPart):\(port)/\(vhostPart)"
     }
 }
@@ -102,10 +102,10 @@ extension AMQPURL {
             throw fail("unsupported scheme \(String(reflecting: String(other.prefix(20)))), use amqp:// or amqps://")
         }
         var rest = text[schemeEnd.upperBound...]
-        if rest.contains("?") {
+        if rest.utf8.contains(UInt8(ascii: "?")) {
             throw fail("query parameters are not supported, use the amqp.* keys instead")
         }
-        if rest.contains("#") {
+        if rest.utf8.contains(UInt8(ascii: "#")) {
             throw fail("a fragment is not allowed")
         }
 
@@ -163,7 +163,7 @@ extension AMQPURL {
             let parts = hostPort.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             host = String(parts[0])
             portText = parts.count > 1 ? parts[1] : nil
-            if host.contains(":") || (portText?.contains(":") ?? false) {
+            if host.utf8.contains(UInt8(ascii: ":")) || (portText?.utf8.contains(UInt8(ascii: ":")) ?? false) {
                 throw fail("an IPv6 host must be written in brackets")
             }
         }
@@ -189,7 +189,7 @@ extension AMQPURL {
             vhost = "/"
         } else {
             let segment = path.dropFirst()
-            if segment.contains("/") {
+            if segment.utf8.contains(UInt8(ascii: "/")) {
                 throw fail("the vhost must be one path segment; write \"/\" inside it as %2F")
             }
             guard let decoded = ConfigText.percentDecoded(String(segment)) else {

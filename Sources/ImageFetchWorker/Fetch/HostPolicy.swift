@@ -80,7 +80,7 @@ package struct HostPolicy: Sendable, Equatable {
             case .failure(let problem): return .failure(problem)
             }
         }
-        guard NetworkSyntax.isHostName(entry), !entry.contains("*") else {
+        guard NetworkSyntax.isHostName(entry), !entry.utf8.contains(UInt8(ascii: "*")) else {
             return .failure(IDNAProblem("is not a host name, *.name pattern or IP address"))
         }
         return .success(wildcard ? "*." + entry : entry)

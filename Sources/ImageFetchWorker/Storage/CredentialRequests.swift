@@ -79,7 +79,7 @@ enum CredentialRequests {
     private static func validated(
         _ key: String, _ secret: String, _ token: String?, _ expiration: String?, what: String
     ) -> Result<AWSCredentials, ConfigProblem> {
-        guard !key.isEmpty, !secret.isEmpty, !key.contains(":"),
+        guard !key.isEmpty, !secret.isEmpty, !key.utf8.contains(UInt8(ascii: ":")),
             [key, secret, token ?? ""].allSatisfy({ RequestHeaders.valueProblem($0) == nil })
         else { return .failure(ConfigProblem("\(what) answered with malformed credentials")) }
         var date: Date? = nil
