@@ -81,8 +81,10 @@ package final class Admission<Element: Sendable>: Sendable {
     /// A fetch started by admission ended: its origin's slot is free, and the outcome adapts the limit.
     package func finished(_ slot: OriginSlot, outcome: OriginScheduler<Element>.FetchOutcome) {
         let now = clock()
-        let events = scheduler.withLock { $0.finished(slot, outcome: outcome, now: now) }
-        if !pumpWaitsForPermit.load(ordering: .acquiring) { kick() }
+        let (events, waiting) = scheduler.withLock { ($0.finished(slot, outcome: outcome, now: now), $0.waitingCount) }
+        // The freed origin slot matters only to a waiting job. With none, a kick would wake a
+        // thread for nothing, once per job whenever the worker keeps up with its deliveries.
+        if waiting > 0, !pumpWaitsForPermit.load(ordering: .acquiring) { kick() }
         if !events.isEmpty { handlers.events(events) }
     }
 
