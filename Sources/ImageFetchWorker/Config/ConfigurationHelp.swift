@@ -78,7 +78,9 @@ extension ConfigurationLoader {
                 continue
             }
             configuration.append(argument)
-            guard !argument.utf8.contains(UInt8(ascii: "=")), let kind = kinds[argument], index < arguments.endIndex else { continue }
+            guard !argument.utf8.contains(UInt8(ascii: "=")), let kind = kinds[argument], index < arguments.endIndex else {
+                continue
+            }
             let next = arguments[index]
             if next.hasPrefix("--") { continue }
             if kind == .bool, !["true", "false", "yes", "no", "1", "0"].contains(next.lowercased()) { continue }

@@ -180,7 +180,9 @@ extension ConfigurationKey {
         .optionalText("s3.access_key_id", \.s3.accessKeyID, help: "The access key id; else AWS_ACCESS_KEY_ID.",
                       check: { text throws(Invalid) in
                           let text = try Check.headerSafe(text, limit: 4096)
-                          guard !text.utf8.contains(UInt8(ascii: ":")) else { throw Invalid("must not contain ':'", showsValue: false) }
+                          guard !text.utf8.contains(UInt8(ascii: ":")) else {
+                              throw Invalid("must not contain ':'", showsValue: false)
+                          }
                           return text
                       }),
         .optionalText("s3.secret_access_key", \.s3.secretAccessKey, secret: true,
