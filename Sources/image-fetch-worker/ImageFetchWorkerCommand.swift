@@ -58,7 +58,7 @@ struct Run: ParsableCommand {
 
 /// Keeps the main thread waiting for good while the worker's own queues do the work; a signal's
 /// `exit` ends the process. Not `dispatchMain()`: nothing uses the main queue, and its
-/// `pthread_exit` unwinds this stack through the binary's unwind tables, whose pages (about 1 MB)
+/// `pthread_exit` unwinds this stack through the binary's unwind tables, whose pages (about 0.8 MB)
 /// then stay resident for the life of the process.
 func parkMainThread() -> Never {
     while true { pause() }

@@ -17,7 +17,8 @@ package struct JobTrace: Sendable {
     /// Starts the job's span as a consumer of `queue`, continuing the message's context.
     package init(headers: [String: AMQPFieldValue], queue: String, messageID: String?, bodySize: Int,
                  tracer: (any Tracer)? = JobTrace.tracer) {
-        // Not kept: the value lives in every prefetched job's context, and nothing reads it later.
+        // A local, not a stored property: nothing reads it later, and a stored copy would sit in
+        // every prefetched job's context.
         let incoming = TraceHeaders.extract(headers)
         guard let tracer else {
             span = Tracing.NoOpTracer.NoOpSpan(context: .topLevel)
