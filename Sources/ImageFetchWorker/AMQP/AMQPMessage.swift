@@ -93,6 +93,12 @@ public struct Delivery: Sendable {
         self.properties = properties
         self.body = body
     }
+
+    /// The delivery without its body and properties: all that settling it needs (its tag, epoch
+    /// and arrival time), for state that outlives the job's content.
+    package var withoutContent: Delivery {
+        Delivery(tag: tag, epoch: epoch, redelivered: redelivered, body: [], receivedAt: receivedAt)
+    }
 }
 
 /// A message to publish.

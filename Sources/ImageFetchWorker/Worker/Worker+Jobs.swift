@@ -283,8 +283,13 @@ extension Worker {
     /// all of them; otherwise it is nacked (`decision.ifUnconfirmed`), or, on a lost channel, left
     /// for redelivery. Then the job leaves the in-flight group.
     func publishThenSettle(_ context: JobContext, _ decision: OutcomePolicy.Decision) {
-        let delivery = context.delivery
         let trace = context.trace
+        // The confirm callbacks keep only what settling needs, not the context, the delivery's
+        // content or the messages: hundreds of results wait for their confirm at once.
+        let receipt = context.delivery.withoutContent
+        let jobOutcome = decision.outcome
+        let requeueIfUnconfirmed = decision.ifUnconfirmed == .requeue
+        let redeliveredJobID = context.job.flatMap { $0.redelivered ? $0.id : nil }
         // Results, retry, deferral and dead-letter copies carry the job's trace context.
         let messages = decision.messages.map { message in
             var message = message
@@ -305,20 +310,20 @@ extension Worker {
                     if outcome != .confirmed { tally.failure = outcome }
                     guard tally.remaining == 0 else { return }
                     JobTrace.endPublish(publishSpan, failure: tally.failure.map { "\($0)" })
-                    trace.end(errorCode: decision.outcome.errorCode ?? tally.failure.map { _ in "publish_unconfirmed" })
+                    trace.end(errorCode: jobOutcome.errorCode ?? tally.failure.map { _ in "publish_unconfirmed" })
                     switch tally.failure {
                     case nil:
-                        session.ackOnQueue(delivery)
-                        stats.metrics.ackLatency.recordNanoseconds(Int64(now - delivery.receivedAt))
-                        count(decision.outcome, job: context.job)
+                        session.ackOnQueue(receipt)
+                        stats.metrics.ackLatency.recordNanoseconds(Int64(now - receipt.receivedAt))
+                        count(jobOutcome, redeliveredJobID: redeliveredJobID)
                     case .connectionLost:
                         break  // the broker redelivers it; the old tag cannot be used
                     default:
                         logger.warning("publish not confirmed; job handed back", metadata: [
                             "outcome": "\(tally.failure.map { "\($0)" } ?? "")",
-                            "requeue": "\(decision.ifUnconfirmed == .requeue)",
+                            "requeue": "\(requeueIfUnconfirmed)",
                         ])
-                        session.nackOnQueue(delivery, requeue: decision.ifUnconfirmed == .requeue)
+                        session.nackOnQueue(receipt, requeue: requeueIfUnconfirmed)
                     }
                     stats.finished()
                     inFlight.leave()
@@ -327,8 +332,8 @@ extension Worker {
         }
     }
 
-    private func count(_ outcome: OutcomePolicy.Outcome, job: Job?) {
-        if let job, job.redelivered { redeliveries.withLock { $0.forget(identity: job.id) } }
+    private func count(_ outcome: OutcomePolicy.Outcome, redeliveredJobID: String?) {
+        if let redeliveredJobID { redeliveries.withLock { $0.forget(identity: redeliveredJobID) } }
         switch outcome {
         case .ok: stats.succeeded()
         case .retry: stats.retried()
