@@ -183,4 +183,43 @@ struct ObservabilityTests {
         #expect(worker.log.contains(#""trace_id":"0af7651916cd43dd8448eb211c80319c""#))
         _ = await worker.stop()
     }
+
+    /// A job still waiting for a permit when a drain hands it back ends its span, failed as
+    /// `aborted`, like a fetch aborted at the drain deadline. It was nacked with its span never
+    /// ended, so the trace of its first delivery never reached the receiver.
+    @Test(.timeLimit(.minutes(3)))
+    func aJobHandedBackByADrainEndsItsSpan() async throws {
+        let origin = try await TestOrigin.start()
+        let receiver = try await OTLPReceiver.start()
+        defer { Task { try? await origin.shutdown(); try? await receiver.shutdown() } }
+        let configuration = try TestBroker.configuration("observability-drain-traces")
+        defer { TestBroker.cleanUp(configuration) }
+        // Concurrency 1 and the default prefetch of 2: the first job fetches, the second waits.
+        let traces = ["1111111111111111aaaaaaaaaaaaaaaa", "2222222222222222bbbbbbbbbbbbbbbb"]
+        let publisher = try JobPublisher(configuration: configuration, logger: .init(label: "test.publisher"))
+        for (index, trace) in traces.enumerated() {
+            #expect(publisher.publish(bodies: [JobPublisher.jobBody(id: "drain-\(index)", url: origin.url("/slow?ms=2000&n=\(index)"))],
+                                      headers: ["traceparent": .string("00-\(trace)-b7ad6b7169203331-01")]) == 1)
+        }
+        publisher.close()
+
+        let (worker, _) = try OperationsTests.startWorker(configuration, extra: [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "WORKER_CONCURRENCY": "1",
+        ])
+        #expect(await eventually(timeout: 30) { origin.stats.inFlight == 1 }, "worker log:\n\(worker.log.suffix(3000))")
+        try await Task.sleep(for: .milliseconds(300))  // the second delivery reaches admission
+        #expect(await worker.stop() == 0)
+
+        #expect(await eventually(timeout: 20) { receiver.spans.contains { $0.traceID == traces[1] && $0.name.hasPrefix("process ") } },
+                "spans: \(receiver.spans.map { "\($0.traceID) \($0.name)" })")
+        let handedBack = try #require(receiver.spans.first { $0.traceID == traces[1] && $0.name.hasPrefix("process ") })
+        #expect(handedBack.statusCode == 2)
+        #expect(handedBack.attributes["error.type"] == "aborted")
+        #expect(!receiver.spans.contains { $0.traceID == traces[1] && $0.name == "fetch" })
+        #expect(await eventually(timeout: 5) { receiver.spans.contains { $0.traceID == traces[0] && $0.name.hasPrefix("process ") } })
+        let finished = try #require(receiver.spans.first { $0.traceID == traces[0] && $0.name.hasPrefix("process ") })
+        #expect(finished.statusCode != 2)
+        #expect(try TestBroker.ready(configuration, queue: configuration.queue.jobs) == 1)
+    }
 }

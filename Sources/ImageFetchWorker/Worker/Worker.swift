@@ -172,7 +172,10 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         case .handBackWaiting:
             session.queue.async { [self] in
                 let waiting = admission.takeAll()
-                for context in waiting { session.nackOnQueue(context.delivery, requeue: true) }
+                for context in waiting {
+                    session.nackOnQueue(context.delivery, requeue: true)
+                    context.trace.end(errorCode: JobError.Code.aborted.rawValue)
+                }
                 stats.skippedAdmission(waiting.count)
                 stats.handedBack(waiting.count)
                 if !waiting.isEmpty {
@@ -235,7 +238,9 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
         // them, so they must not be worked on (their tags can never be acked).
-        let dropped = admission.takeAll().count
+        let waiting = admission.takeAll()
+        for context in waiting { context.trace.end(errorCode: JobError.Code.aborted.rawValue) }
+        let dropped = waiting.count
         if dropped > 0 {
             stats.skippedAdmission(dropped)
             logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
