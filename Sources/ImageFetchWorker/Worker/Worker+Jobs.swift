@@ -270,7 +270,7 @@ extension Worker {
     /// The fetch was aborted at the drain deadline: the delivery goes back to the queue.
     func handBack(_ context: JobContext) {
         let delivery = context.delivery
-        context.trace.end(errorCode: "aborted")
+        context.trace.end(errorCode: JobError.Code.aborted.rawValue)
         session.queue.async { [self] in
             session.nackOnQueue(delivery, requeue: true)
             stats.handedBack()
