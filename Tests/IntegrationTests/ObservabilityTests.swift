@@ -203,12 +203,12 @@ struct ObservabilityTests {
         }
         publisher.close()
 
-        let (worker, _) = try OperationsTests.startWorker(configuration, extra: [
+        let (worker, endpoint) = try OperationsTests.startWorker(configuration, extra: [
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
             "WORKER_CONCURRENCY": "1",
         ])
         #expect(await eventually(timeout: 30) { origin.stats.inFlight == 1 }, "worker log:\n\(worker.log.suffix(3000))")
-        try await Task.sleep(for: .milliseconds(300))  // the second delivery reaches admission
+        #expect(await eventuallyAsync(timeout: 10) { await endpoint.metrics()["image_fetch_jobs_waiting_admission"] == 1 })
         #expect(await worker.stop() == 0)
 
         #expect(await eventually(timeout: 20) { receiver.spans.contains { $0.traceID == traces[1] && $0.name.hasPrefix("process ") } },

@@ -171,11 +171,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             }
         case .handBackWaiting:
             session.queue.async { [self] in
-                let waiting = admission.takeAll()
-                for context in waiting {
-                    session.nackOnQueue(context.delivery, requeue: true)
-                    context.trace.end(errorCode: JobError.Code.aborted.rawValue)
-                }
+                let waiting = takeWaitingJobs()
+                for context in waiting { session.nackOnQueue(context.delivery, requeue: true) }
                 stats.skippedAdmission(waiting.count)
                 stats.handedBack(waiting.count)
                 if !waiting.isEmpty {
@@ -203,6 +200,14 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             drainCompletion?(status)
             drainCompletion = nil
         }
+    }
+
+    /// Every job still waiting for admission, taken out to go back to the broker unanswered; each
+    /// ends its span as `aborted`, like a fetch aborted at the drain deadline.
+    private func takeWaitingJobs() -> [JobContext] {
+        let waiting = admission.takeAll()
+        for context in waiting { context.trace.end(errorCode: JobError.Code.aborted.rawValue) }
+        return waiting
     }
 
     // MARK: - BrokerSessionDelegate (channel queue)
@@ -238,9 +243,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
         // them, so they must not be worked on (their tags can never be acked).
-        let waiting = admission.takeAll()
-        for context in waiting { context.trace.end(errorCode: JobError.Code.aborted.rawValue) }
-        let dropped = waiting.count
+        let dropped = takeWaitingJobs().count
         if dropped > 0 {
             stats.skippedAdmission(dropped)
             logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
