@@ -31,9 +31,9 @@ import Testing
     ]
 
     /// Encodes a table with the worker's arena and rabbitmq-c's `amqp_encode_table`.
-    static func wire(_ table: [String: AMQPFieldValue]) -> [UInt8]? {
+    static func wire(_ table: [String: AMQPFieldValue], adding extra: AMQPHeader? = nil) -> [UInt8]? {
         let arena = AMQPArena()
-        var encodedTable = arena.table(table)
+        var encodedTable = arena.table(table, adding: extra)
         var buffer = [UInt8](repeating: 0, count: 4096)
         var offset = 0
         let status = buffer.withUnsafeMutableBytes { raw in
@@ -99,6 +99,20 @@ import Testing
             "": .string("an empty key"),
         ]
         #expect(Self.wire(headers).flatMap(Self.decoded) == headers)
+    }
+
+    /// The publish sequence number goes in as the headers are encoded, in place of one the
+    /// message already had, and in sorted order with the others.
+    @Test func anAddedHeaderJoinsOrReplacesTheTablesEntries() {
+        let sequence: AMQPHeader = ("x-publish-seq", .int(7))
+        #expect(Self.wire([:], adding: sequence).flatMap(Self.decoded) == ["x-publish-seq": .int(7)])
+        let headers: [String: AMQPFieldValue] = ["traceparent": .string("t"), "x-publish-seq": .int(1), "a": .bool(true)]
+        let wire = Self.wire(headers, adding: sequence)
+        #expect(wire.flatMap(Self.decoded) == ["traceparent": .string("t"), "x-publish-seq": .int(7), "a": .bool(true)])
+        var expected = headers
+        expected["x-publish-seq"] = .int(7)
+        #expect(wire == Self.wire(expected))
+        #expect(Self.wire([:]) == [0, 0, 0, 0])
     }
 
     @Test func integersOfEveryWidthReadAsIntegers() {

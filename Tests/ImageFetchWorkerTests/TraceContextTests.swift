@@ -50,14 +50,23 @@ import Tracing
                                                  "x-attempt": .int(2)]
         let context = try #require(TraceHeaders.extract(headers))
         let child = context.child(spanID: 0x1234)
-        let out = TraceHeaders.inject(child, into: headers)
+        var out = headers
+        TraceHeaders.inject(child, into: &out)
         #expect(out["traceparent"] == .string("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000001234-01"))
         #expect(out["tracestate"] == .string("a=1"))
         #expect(out["x-attempt"] == .int(2))
         // A context without tracestate removes a stale one.
         var bare = child
         bare.traceState = nil
-        #expect(TraceHeaders.inject(bare, into: headers)["tracestate"] == nil)
+        var stale = headers
+        TraceHeaders.inject(bare, into: &stale)
+        #expect(stale["tracestate"] == nil && stale["x-attempt"] == .int(2) && stale.count == 2)
+        // A result's headers start empty and get the context alone.
+        var fresh: [String: AMQPFieldValue] = [:]
+        TraceHeaders.inject(child, into: &fresh)
+        #expect(fresh == ["traceparent": .string(child.traceparent), "tracestate": .string("a=1")])
+        TraceHeaders.inject(bare, into: &fresh)
+        #expect(fresh == ["traceparent": .string(bare.traceparent)])
         #expect(TraceHeaders.extract(["traceparent": .int(1)]) == nil)
         #expect(TraceHeaders.extract([:]) == nil)
     }
@@ -66,7 +75,9 @@ import Tracing
         let continued = JobTrace(headers: ["traceparent": .string(Self.parent)], queue: "jobs", messageID: nil, bodySize: 10,
                                  tracer: nil)
         #expect(continued.context.traceparent == Self.parent)
-        #expect(continued.headers([:])["traceparent"] == .string(Self.parent))
+        var headers: [String: AMQPFieldValue] = [:]
+        continued.carry(in: &headers)
+        #expect(headers == ["traceparent": .string(Self.parent)])
         #expect(continued.logMetadata["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736")
         #expect(continued.stage("fetch").isRecording == false)
 

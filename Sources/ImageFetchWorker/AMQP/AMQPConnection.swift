@@ -223,10 +223,10 @@ package final class AMQPConnection {
     }
 
     /// Publishes a message. The confirm arrives later as a frame.
-    package func publish(channel: UInt16, _ message: OutboundMessage) throws(AMQPError) {
+    package func publish(channel: UInt16, _ message: OutboundMessage, adding header: AMQPHeader? = nil) throws(AMQPError) {
         let arena = publishArena
         defer { arena.reset() }
-        var envelope = arena.envelope(of: message)
+        var envelope = arena.envelope(of: message, adding: header)
         let status = message.body.withUnsafeBytes { body -> Int32 in
             let bytes = amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))
             return amqp_basic_publish(state, channel, envelope.exchange, envelope.routingKey,

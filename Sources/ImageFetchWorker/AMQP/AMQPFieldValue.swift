@@ -140,15 +140,21 @@ public enum AMQPFieldValue: Sendable, Hashable {
         return amqp_bytes_t(len: source.count, bytes: pointer)
     }
 
-    /// Encodes a table; an empty dictionary gives `amqp_empty_table`.
-    func table(_ entries: [String: AMQPFieldValue]) -> amqp_table_t {
-        if entries.isEmpty { return amqp_table_t(num_entries: 0, entries: nil) }
-        let pointer = allocate(amqp_table_entry_t.self, count: entries.count)
+    /// Encodes a table, with `extra` in place of an entry of the same name; no entries give
+    /// `amqp_empty_table`.
+    func table(_ entries: [String: AMQPFieldValue], adding extra: AMQPHeader? = nil) -> amqp_table_t {
+        if entries.isEmpty && extra == nil { return amqp_table_t(num_entries: 0, entries: nil) }
+        var list: [AMQPHeader] = []
+        list.reserveCapacity(entries.count + 1)
+        for entry in entries where entry.key != extra?.key { list.append(entry) }
+        if let extra { list.append(extra) }
         // Sorted keys make the encoding deterministic, which keeps tests and captures readable.
-        for (index, entry) in entries.sorted(by: { $0.key < $1.key }).enumerated() {
+        list.sort { $0.key < $1.key }
+        let pointer = allocate(amqp_table_entry_t.self, count: list.count)
+        for (index, entry) in list.enumerated() {
             (pointer + index).initialize(to: amqp_table_entry_t(key: bytes(entry.key), value: field(entry.value)))
         }
-        return amqp_table_t(num_entries: Int32(entries.count), entries: pointer)
+        return amqp_table_t(num_entries: Int32(list.count), entries: pointer)
     }
 
     private func field(_ value: AMQPFieldValue) -> amqp_field_value_t {

@@ -1,5 +1,8 @@
 import CRabbitMQ
 
+/// One header: a name and its value.
+package typealias AMQPHeader = (key: String, value: AMQPFieldValue)
+
 /// The AMQP basic properties the worker reads and writes.
 public struct AMQPProperties: Sendable, Hashable {
     public var contentType: String? = nil
@@ -27,7 +30,8 @@ public struct AMQPProperties: Sendable, Hashable {
         if has(AMQP_BASIC_HEADERS_FLAG) { headers = AMQPTableDecoder.decode(properties.headers) }
     }
 
-    func encode(in arena: AMQPArena) -> amqp_basic_properties_t {
+    /// The properties in arena memory; `header` is added to (or replaces one of) ``headers``.
+    func encode(in arena: AMQPArena, adding header: AMQPHeader? = nil) -> amqp_basic_properties_t {
         var result = amqp_basic_properties_t()
         var flags: Int32 = 0
         if let contentType {
@@ -58,9 +62,9 @@ public struct AMQPProperties: Sendable, Hashable {
             flags |= AMQP_BASIC_PRIORITY_FLAG
             result.priority = priority
         }
-        if !headers.isEmpty {
+        if !headers.isEmpty || header != nil {
             flags |= AMQP_BASIC_HEADERS_FLAG
-            result.headers = arena.table(headers)
+            result.headers = arena.table(headers, adding: header)
         }
         result._flags = amqp_flags_t(flags)
         return result
@@ -128,10 +132,11 @@ public struct OutboundMessage: Sendable {
 }
 
 extension AMQPArena {
-    /// Encodes all of `message` but its body. Public as SPI so that the Benchmarks/ package can
-    /// hold the publish path's allocations to a threshold.
-    @_spi(Benchmarks) public func envelope(of message: OutboundMessage) -> PublishEnvelope {
-        let properties = message.properties.encode(in: self)
+    /// Encodes all of `message` but its body, with `header` among its headers. Public as SPI so
+    /// that the Benchmarks/ package can hold the publish path's allocations to a threshold.
+    @_spi(Benchmarks) public func envelope(of message: OutboundMessage,
+                                           adding header: (key: String, value: AMQPFieldValue)? = nil) -> PublishEnvelope {
+        let properties = message.properties.encode(in: self, adding: header)
         return PublishEnvelope(properties: properties, exchange: bytes(message.exchange),
                                routingKey: bytes(message.routingKey))
     }

@@ -136,7 +136,7 @@ extension BrokerSession {
             logger.warning("the broker returned an unroutable publish", metadata: [
                 "reply_code": "\(replyCode)", "reply_text": "\(replyText)",
             ])
-            if let sequence = message.properties.headers["x-publish-seq"]?.intValue, sequence > 0 {
+            if let sequence = message.properties.headers[Self.publishSequenceHeader]?.intValue, sequence > 0 {
                 confirms.returned(sequence: UInt64(sequence))
             }
         }

@@ -229,6 +229,9 @@ package final class BrokerSession: @unchecked Sendable {
         }
     }
 
+    /// The header that ties a `basic.return` to its publish.
+    package static let publishSequenceHeader = "x-publish-seq"
+
     /// Publishes on the channel queue.
     package func publishOnQueue(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void) {
         assertOnQueue()
@@ -237,11 +240,10 @@ package final class BrokerSession: @unchecked Sendable {
             return
         }
         let sequence = confirms.published(completion)
-        var message = message
-        // basic.return carries no publish sequence number; this header ties a return to its publish.
-        message.properties.headers["x-publish-seq"] = .int(Int64(sequence))
+        // basic.return carries no publish sequence number; this header ties a return to its
+        // publish. Added as the message is encoded: set in `message`, it made a copy of its headers.
         do {
-            try connection.publish(channel: Self.channel, message)
+            try connection.publish(channel: Self.channel, message, adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
         } catch {
             handleLoss(error)
         }

@@ -63,9 +63,9 @@ package struct JobTrace: Sendable {
         return child
     }
 
-    /// `headers` carrying the job's context: for the result and the retry and dead-letter copies.
-    package func headers(_ headers: [String: AMQPFieldValue]) -> [String: AMQPFieldValue] {
-        TraceHeaders.inject(context, into: headers)
+    /// Puts the job's context into `headers`: of the result and the retry and dead-letter copies.
+    package func carry(in headers: inout [String: AMQPFieldValue]) {
+        TraceHeaders.inject(context, into: &headers)
     }
 
     /// `trace_id` and `span_id` for the job's log lines.

@@ -13,11 +13,16 @@ package enum TraceHeaders {
         return TraceContext(traceparent: parent, tracestate: headers[tracestate]?.stringValue)
     }
 
-    /// `headers` with `context` as their trace context; a `tracestate` the context lacks is removed.
-    package static func inject(_ context: TraceContext, into headers: [String: AMQPFieldValue]) -> [String: AMQPFieldValue] {
-        var headers = headers
+    /// Sets `context` as the headers' trace context; a `tracestate` the context lacks is removed.
+    package static func inject(_ context: TraceContext, into headers: inout [String: AMQPFieldValue]) {
+        // A copy's headers are shared with its delivery: copied once, with room for both entries,
+        // rather than copied and then grown. A result's empty headers need no reserve.
+        if !headers.isEmpty { headers.reserveCapacity(headers.count + 2) }
+        if let state = context.traceState {
+            headers[tracestate] = .string(state)
+        } else if !headers.isEmpty {
+            headers[tracestate] = nil
+        }
         headers[traceparent] = .string(context.traceparent)
-        headers[tracestate] = context.traceState.map { .string($0) }
-        return headers
     }
 }

@@ -282,7 +282,7 @@ extension Worker {
     /// Publishes every message of `decision`, and acks the delivery only when the broker confirmed
     /// all of them; otherwise it is nacked (`decision.ifUnconfirmed`), or, on a lost channel, left
     /// for redelivery. Then the job leaves the in-flight group.
-    func publishThenSettle(_ context: JobContext, _ decision: OutcomePolicy.Decision) {
+    func publishThenSettle(_ context: JobContext, _ decision: consuming OutcomePolicy.Decision) {
         let trace = context.trace
         // The confirm callbacks keep only what settling needs, not the context, the delivery's
         // content or the messages: hundreds of results wait for their confirm at once.
@@ -290,12 +290,12 @@ extension Worker {
         let jobOutcome = decision.outcome
         let requeueIfUnconfirmed = decision.ifUnconfirmed == .requeue
         let redeliveredJobID = context.job.flatMap { $0.redelivered ? $0.id : nil }
-        // Results, retry, deferral and dead-letter copies carry the job's trace context.
-        let messages = decision.messages.map { message in
-            var message = message
-            message.properties.headers = trace.headers(message.properties.headers)
-            return message
+        // Results, retry, deferral and dead-letter copies carry the job's trace context, set in
+        // place: the decision is this call's own, so its messages are not copied.
+        for index in decision.messages.indices {
+            trace.carry(in: &decision.messages[index].properties.headers)
         }
+        let messages = decision.messages
         let publishSpan = trace.publish(to: messages.first?.routingKey ?? "")
         // Inside a block of completions, the publishes of the block go to the channel queue together.
         CompletionBatch.async(on: session.queue) { [self] in
