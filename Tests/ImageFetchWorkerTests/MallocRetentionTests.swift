@@ -38,7 +38,7 @@ import Testing
     }
 
     #if canImport(Glibc)
-    /// Whether malloc is glibc's: AddressSanitizer (the build in docs/benchmarks.md, "Leaks and
+    /// Whether malloc is glibc's: AddressSanitizer (the build in docs/reliability.md, "Leaks and
     /// memory errors") brings an allocator of its own, which ignores mallopt (and says so);
     /// ThreadSanitizer's allocator ignores it too, while glibc's mallopt still reports success.
     static let mallocIsGlibcs = dlsym(nil, "__asan_init") == nil && dlsym(nil, "__tsan_init") == nil  // nil: RTLD_DEFAULT
