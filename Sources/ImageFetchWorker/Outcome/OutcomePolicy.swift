@@ -108,7 +108,6 @@ package struct OutcomePolicy: Sendable {
         properties.headers[Self.deferralsHeader] = .int(Int64(count + 1))
         properties.headers[Self.deferredSecondsHeader] = .int(Int64(spent) + Int64(seconds))
         properties.headers["x-first-seen"] = .string(job.firstSeen ?? RFC3339.now())
-        properties.headers["x-publish-seq"] = nil
         let message = OutboundMessage(routingKey: Topology.deferQueueName(jobs: queues.jobs, delaySeconds: seconds),
                                       properties: properties, body: delivery.body)
         return Decision(messages: [message], outcome: .deferred)
@@ -143,7 +142,6 @@ package struct OutcomePolicy: Sendable {
         properties.persistent = true
         properties.headers["x-attempt"] = .int(Int64(job.attempt + 1))
         properties.headers["x-first-seen"] = .string(job.firstSeen ?? RFC3339.now())
-        properties.headers["x-publish-seq"] = nil
         return OutboundMessage(routingKey: Topology.retryQueueName(jobs: queues.jobs, delaySeconds: delaySeconds),
                                properties: properties, body: delivery.body)
     }
@@ -154,7 +152,6 @@ package struct OutcomePolicy: Sendable {
         properties.headers["x-error-code"] = .string(error.code.rawValue)
         properties.headers["x-error-message"] = .string(error.message)
         properties.headers["x-attempt"] = .int(Int64(attempt))
-        properties.headers["x-publish-seq"] = nil
         return OutboundMessage(routingKey: queues.dead, properties: properties, body: delivery.body)
     }
 
