@@ -386,9 +386,10 @@ int main(int argc, char **argv) {
   CURLM *multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)concurrency);
   slot *slots = calloc((size_t)concurrency, sizeof *slots);
-  /* The worker's receive buffers (FetchLoop.receiveBufferSize): 4 MiB shared by all transfers,
-     4 KiB to 256 KiB each. A 12 KB body fits libcurl's default 16 KiB either way; at concurrency
-     1,024 the default would hold 16 MiB where the worker holds 4. */
+  /* The ceiling of the worker's receive buffers (ReceiveBufferSizing): 4 MiB shared by all
+     transfers, 4 KiB to 256 KiB each; at concurrency 1,024 libcurl's default would hold 16 MiB
+     where the worker holds 4. The worker also sizes them down to the bodies it sees (16 KiB for
+     12 KB images); a 12 KB body takes one read either way, so rate and CPU compare alike. */
   long receive_buffer = (4L << 20) / concurrency;
   if (receive_buffer < 4096) receive_buffer = 4096;
   if (receive_buffer > 256 << 10) receive_buffer = 256 << 10;

@@ -1,28 +1,19 @@
 import CCurl
 
 /// The fetch loop's idle easy handles: a reused handle keeps its caches (see
-/// ``CurlEasyHandle/reset()``) and its receive buffer, and costs no `curl_easy_init`.
+/// ``CurlEasyHandle/reset()``), and costs no `curl_easy_init`.
 ///
 /// Fetch queue only, like the loop that owns it.
 struct CurlEasyHandlePool {
-    /// `CURLOPT_BUFFERSIZE` of every handle: see ``receiveBufferSize(maxConnections:)``.
-    let receiveBufferBytes: Int
+    /// The `CURLOPT_BUFFERSIZE` each handle gets for its next transfer.
+    private(set) var receiveBuffer: ReceiveBufferSizing
     /// Idle handles beyond this are closed.
     private let limit: Int
     private var idle: [CurlEasyHandle] = []
 
     init(maxConnections: Int) {
         self.limit = max(maxConnections, 16)
-        self.receiveBufferBytes = Self.receiveBufferSize(maxConnections: maxConnections)
-    }
-
-    /// Every easy handle keeps a receive buffer of its own (libcurl's default is 16 KiB), and the
-    /// pool holds up to one handle per concurrent transfer. So the buffers share a budget of
-    /// 4 MiB: 256 KiB each at 16 transfers (fewer reads and callbacks for large bodies), 16 KiB at
-    /// 256, 4 KiB at 1,024, where 16 KiB each would be 16 MiB of the worker's memory.
-    static func receiveBufferSize(maxConnections: Int) -> Int {
-        let budget = 4 << 20
-        return min(max(budget / max(maxConnections, 1), 4 << 10), 256 << 10)
+        self.receiveBuffer = ReceiveBufferSizing(maxConnections: maxConnections)
     }
 
     /// An idle handle, or a new one.
@@ -30,8 +21,14 @@ struct CurlEasyHandlePool {
         if let pooled = idle.popLast() { return pooled }
         // Pooled handles get their buffer size back in put(_:), after the reset.
         let easy = try CurlEasyHandle()
-        try easy.set(CURLOPT_BUFFERSIZE, receiveBufferBytes)
+        try easy.set(CURLOPT_BUFFERSIZE, receiveBuffer.bytes)
         return easy
+    }
+
+    /// A transfer delivered a body of `bodyBytes`: the handles put back from now on are sized
+    /// for it.
+    mutating func delivered(bodyBytes: Int) {
+        receiveBuffer.observe(bodyBytes: bodyBytes)
     }
 
     /// Takes back a handle the caller has reset (dropping its pointers into the transfer).
@@ -43,7 +40,7 @@ struct CurlEasyHandlePool {
     mutating func put(_ easy: CurlEasyHandle) {
         guard idle.count < limit else { return }
         do {
-            try easy.set(CURLOPT_BUFFERSIZE, receiveBufferBytes)
+            try easy.set(CURLOPT_BUFFERSIZE, receiveBuffer.bytes)
             idle.append(easy)
         } catch {
             // Dropped: its deinit calls curl_easy_cleanup.

@@ -291,6 +291,7 @@ final class FetchLoop: @unchecked Sendable {
             // A body without a Content-Length is complete only now.
             transfer.bodyComplete()
             response.body = transfer.takeBody()
+            pool.delivered(bodyBytes: response.body.count)
         }
         release(easy, of: transfer)
         complete(transfer, response)
