@@ -6,7 +6,7 @@ import CCurl
 /// Fetch queue only, like the loop that owns it.
 struct CurlEasyHandlePool {
     /// The `CURLOPT_BUFFERSIZE` each handle gets for its next transfer.
-    private(set) var receiveBuffer: ReceiveBufferSizing
+    private var receiveBuffer: ReceiveBufferSizing
     /// Idle handles beyond this are closed.
     private let limit: Int
     private var idle: [CurlEasyHandle] = []

@@ -11,7 +11,7 @@
 ///
 /// Large bodies still get large buffers, so they take few reads: one large body raises the size at
 /// once, and it falls back by a thirty-second per smaller body.
-struct ReceiveBufferSizing: Sendable, Equatable {
+struct ReceiveBufferSizing: Sendable {
     /// The smallest size asked for (libcurl's own default), unless the budget's share is smaller.
     static let minimum = 16 << 10
     /// Room for the status line and headers that arrive in the same read as the body.
