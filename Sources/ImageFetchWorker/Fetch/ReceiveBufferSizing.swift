@@ -20,7 +20,7 @@ struct ReceiveBufferSizing: Sendable {
     /// The pool's share of the budget: no buffer is larger.
     let ceiling: Int
     /// The largest recent body, decaying towards smaller ones.
-    private(set) var recentBody = 0
+    private var recentBody = 0
 
     /// Every easy handle keeps a receive buffer during its transfer, and the pool holds up to one
     /// handle per concurrent transfer. So the buffers share a budget of 4 MiB: up to 256 KiB each
