@@ -81,11 +81,11 @@ public struct Job: Sendable, Equatable {
                 return .failure(JobError(refusal))
             }
         }
-        let attempt = properties.headers["x-attempt"]?.intValue.map { Int(clamping: $0) } ?? 1
+        let attempt = JobHeaders.count(properties.headers[JobHeaders.attempt]) ?? 1
         return .success(Job(
             id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
             correlationID: properties.correlationID, attempt: max(attempt, 1),
-            firstSeen: properties.headers["x-first-seen"]?.stringValue, redelivered: delivery.redelivered,
+            firstSeen: JobHeaders.firstSeen(properties.headers[JobHeaders.firstSeen]), redelivered: delivery.redelivered,
             headers: headers))
     }
 

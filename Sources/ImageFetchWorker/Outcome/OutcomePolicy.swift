@@ -99,15 +99,19 @@ package struct OutcomePolicy: Sendable {
     /// A job the scheduler gives up from the window: a copy to a delay queue, or nil when the
     /// deferral budget is spent (the caller then finishes the job with `origin_busy`).
     package func deferred(_ delivery: Delivery, job: Job, atLeastSeconds: Double?) -> Decision? {
-        let count = Int(clamping: delivery.properties.headers[Self.deferralsHeader]?.intValue ?? 0)
-        let spent = Double(delivery.properties.headers[Self.deferredSecondsHeader]?.intValue ?? 0)
-        guard case .wait(let seconds) = deferral.decide(count: count, spentSeconds: spent, atLeastSeconds: atLeastSeconds)
+        // Both are clamped to 0...JobHeaders.maxCount: a producer's 2^63 - 1 must not trap below,
+        // and a negative time must not buy a job more budget.
+        let count = JobHeaders.count(delivery.properties.headers[JobHeaders.deferrals]) ?? 0
+        let spent = JobHeaders.count(delivery.properties.headers[JobHeaders.deferredSeconds]) ?? 0
+        guard case .wait(let seconds) = deferral.decide(count: count, spentSeconds: Double(spent),
+                                                        atLeastSeconds: atLeastSeconds)
         else { return nil }
         var properties = delivery.properties
         properties.persistent = true
-        properties.headers[Self.deferralsHeader] = .int(Int64(count + 1))
-        properties.headers[Self.deferredSecondsHeader] = .int(Int64(spent) + Int64(seconds))
-        properties.headers["x-first-seen"] = .string(job.firstSeen ?? RFC3339.now())
+        properties.headers[JobHeaders.deferrals] = .int(Int64(count) + 1)
+        properties.headers[JobHeaders.deferredSeconds] = .int(Int64(spent) + Int64(seconds))
+        properties.headers[JobHeaders.firstSeen] = .string(job.firstSeen ?? RFC3339.now())
+        JobHeaders.dropMalformedDeath(from: &properties.headers)
         let message = OutboundMessage(routingKey: Topology.deferQueueName(jobs: queues.jobs, delaySeconds: seconds),
                                       properties: properties, body: delivery.body)
         return Decision(messages: [message], outcome: .deferred)
@@ -140,8 +144,9 @@ package struct OutcomePolicy: Sendable {
     package func retryCopy(of delivery: Delivery, job: Job, delaySeconds: Int) -> OutboundMessage {
         var properties = delivery.properties
         properties.persistent = true
-        properties.headers["x-attempt"] = .int(Int64(job.attempt + 1))
-        properties.headers["x-first-seen"] = .string(job.firstSeen ?? RFC3339.now())
+        properties.headers[JobHeaders.attempt] = .int(Int64(job.attempt) + 1)
+        properties.headers[JobHeaders.firstSeen] = .string(job.firstSeen ?? RFC3339.now())
+        JobHeaders.dropMalformedDeath(from: &properties.headers)
         return OutboundMessage(routingKey: Topology.retryQueueName(jobs: queues.jobs, delaySeconds: delaySeconds),
                                properties: properties, body: delivery.body)
     }
@@ -149,13 +154,13 @@ package struct OutcomePolicy: Sendable {
     package func deadCopy(of delivery: Delivery, error: JobError, attempt: Int) -> OutboundMessage {
         var properties = delivery.properties
         properties.persistent = true
-        properties.headers["x-error-code"] = .string(error.code.rawValue)
-        properties.headers["x-error-message"] = .string(error.message)
-        properties.headers["x-attempt"] = .int(Int64(attempt))
+        properties.headers[JobHeaders.errorCode] = .string(error.code.rawValue)
+        properties.headers[JobHeaders.errorMessage] = .string(error.message)
+        properties.headers[JobHeaders.attempt] = .int(Int64(attempt))
         return OutboundMessage(routingKey: queues.dead, properties: properties, body: delivery.body)
     }
 
     /// Headers of a deferred job: how often, and for how many seconds in all.
-    package static let deferralsHeader = "x-deferrals"
-    package static let deferredSecondsHeader = "x-deferred-seconds"
+    package static let deferralsHeader = JobHeaders.deferrals
+    package static let deferredSecondsHeader = JobHeaders.deferredSeconds
 }

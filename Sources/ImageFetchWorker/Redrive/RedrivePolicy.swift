@@ -62,8 +62,8 @@ package struct RedrivePolicy: Sendable, Equatable {
         for name in droppedHeaders {
             copy.headers[name] = nil
         }
-        let count = properties.headers["x-redrive-count"]?.intValue ?? 0
-        copy.headers["x-redrive-count"] = .int(count + 1)
+        let count = JobHeaders.count(properties.headers[JobHeaders.redriveCount]) ?? 0
+        copy.headers[JobHeaders.redriveCount] = .int(Int64(count) + 1)
         copy.headers["x-redriven-at"] = .string(RFC3339.format(now))
         copy.headers["x-redriven-code"] = code.map(AMQPFieldValue.string)
         return copy
