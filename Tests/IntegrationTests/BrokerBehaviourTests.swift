@@ -108,6 +108,42 @@ struct BrokerBehaviourTests {
         try await origin.shutdown()
     }
 
+    /// Issue 33, defect 1: the connection is lost while the broker blocks it, and the alarm clears
+    /// before the worker is back. The new connection is not blocked, so the broker never sends
+    /// `connection.unblocked` on it; the worker must not stay parked waiting for one.
+    @Test(.timeLimit(.minutes(3)))
+    func aConnectionLostWhileBlockedDoesNotParkTheWorker() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("blocked-lost")
+        defer { TestBroker.cleanUp(configuration) }
+        let ids = (0..<600).map { "bl\($0)" }
+        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=40&n=\($0)")) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == ids.count)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let port = try TestBroker.freePort()
+        let endpoint = try OperationsEndpoint(port: port)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["WORKER_CONCURRENCY": "8", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new })
+        #expect(await eventually(timeout: 30) { results.received.count >= 50 }, "log:\n\(worker.log.suffix(2000))")
+        defer { _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
+        try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
+        #expect(await eventually(timeout: 20) { worker.log.contains("the broker blocked the connection") },
+                "log:\n\(worker.log.suffix(2000))")
+        // The results collector's connection goes too; it reconnects by itself.
+        try Self.ctl(["close_all_connections", "test: lost while blocked"])
+        try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
+        #expect(await eventually(timeout: 30) { worker.log.contains("lost the broker connection") })
+        let done = await eventually(timeout: 90) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) }
+        let seen = Set(results.objects.compactMap { $0["id"] as? String }).count
+        #expect(done, "\(seen) of \(ids.count) results; log:\n\(worker.log.suffix(3000))")
+        #expect(await eventuallyAsync(timeout: 10) { await endpoint.readiness() == 200 })
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
     /// A server-sent `basic.cancel` (the jobs queue deleted under the worker): the worker
     /// reconnects, declares the queue again and consumes again; jobs published afterwards all run.
     @Test(.timeLimit(.minutes(2)))

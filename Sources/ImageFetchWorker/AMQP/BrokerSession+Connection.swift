@@ -59,6 +59,7 @@ extension BrokerSession {
             connection = nil
             acks.reset()
             for completion in confirms.reset() { completion(.connectionLost) }
+            clearBlocked()
         }
     }
 
@@ -144,6 +145,21 @@ extension BrokerSession {
         connection = nil
         acks.reset()
         for completion in confirms.reset() { completion(.connectionLost) }
+        clearBlocked()
+    }
+
+    /// A block belongs to the connection the broker sent it on. The next connection starts
+    /// unblocked, and the broker never sends `connection.unblocked` on a connection it did not
+    /// block, so a block kept past its connection would park admission for good (issue 33).
+    private func clearBlocked() {
+        let wasBlocked = visible.withLock { state in
+            defer { state.blocked = false }
+            return state.blocked
+        }
+        if wasBlocked {
+            logger.notice("the connection the broker blocked is gone; admission resumes")
+            delegate?.session(self, blocked: false)
+        }
     }
 
     func handleLoss(_ error: AMQPError) {
