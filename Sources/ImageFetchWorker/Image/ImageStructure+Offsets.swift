@@ -95,6 +95,8 @@ extension ImageSniffer {
             try v.require(first, entries * entrySize + inline)
             var offsets: (type: UInt16, count: Int, at: Int)?
             var counts: (type: UInt16, count: Int, at: Int)?
+            // For libtiff's estimate of a single uncompressed strip: the first value of each tag.
+            var layout = UncompressedLayout()
             for index in 0..<entries {
                 let entry = first + entrySize * index
                 let tag = try r.u16(entry)
@@ -120,6 +122,10 @@ extension ImageSniffer {
                 switch tag {
                 case 273, 324: offsets = (type, Int(count), valueAt)  // StripOffsets, TileOffsets
                 case 279, 325: counts = (type, Int(count), valueAt)  // StripByteCounts, TileByteCounts
+                case 256, 257, 258, 259, 277:
+                    guard count >= 1, type == 3 || type == 4 else { break }
+                    let value = Int(type == 3 ? UInt64(try r.u16(valueAt)) : UInt64(try r.u32(valueAt)))
+                    layout.set(tag: tag, value)
                 default: break
                 }
             }
@@ -137,10 +143,39 @@ extension ImageSniffer {
                 if let counts, index < counts.count {
                     length = try tiffArrayElement(r, counts.type, at: counts.at, index)
                 }
-                let (end, overflow) = offset.addingReportingOverflow(length)
+                var (end, overflow) = offset.addingReportingOverflow(length)
+                if overflow || end > UInt64(v.count), offsets.count == 1, let size = layout.stripSize {
+                    // libtiff takes a single uncompressed strip's byte count that runs past the
+                    // file as bogus and computes it from the image's size instead.
+                    (end, overflow) = offset.addingReportingOverflow(UInt64(size))
+                }
                 guard !overflow, end <= UInt64(v.count) else { throw .needMore }
             }
             next = try r.word(first + entries * entrySize)
+        }
+    }
+
+    /// What libtiff needs to compute an uncompressed image's size: width, height, the first bits
+    /// per sample, samples per pixel, compression.
+    private struct UncompressedLayout {
+        var width = 0, height = 0, bits = 1, samples = 1, compression = 1
+
+        mutating func set(tag: UInt16, _ value: Int) {
+            switch tag {
+            case 256: width = value
+            case 257: height = value
+            case 258: bits = value
+            case 259: compression = value
+            default: samples = value
+            }
+        }
+
+        /// The bytes of the whole image as one uncompressed strip; nil when compressed or too big.
+        var stripSize: Int? {
+            guard compression == 1 else { return nil }
+            let (bitsPerRow, o1) = width.multipliedReportingOverflow(by: bits * samples)
+            let (size, o2) = ((bitsPerRow + 7) / 8).multipliedReportingOverflow(by: height)
+            return o1 || o2 ? nil : size
         }
     }
 
