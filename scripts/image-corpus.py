@@ -1,12 +1,13 @@
 """Makes the differential test's corpus with real encoders, and records what Pillow says of each file.
 
-    python image-corpus.py OUTDIR FIXTURES
+    python image-corpus.py OUTDIR FIXTURES PILLOW_SDIST
 
 Encoders: ImageMagick, cjpeg, cwebp/img2webp/webpmux, gifsicle, tiffcp, pngcrush, heif-enc (Debian
 packages), and Pillow's own APNG, AVIF and EXIF writers. Some files are then altered the way odd
 real-world files are (stray bytes between JPEG segments, a GIF frame beyond its screen, a HEIF grid
 built around an encoded tile, truncation). OUTDIR/expected.json lists, for every file, Pillow's
-format, size, frame count and EXIF orientation, or the error it gave. The file names say how each
+format, size, frame count and EXIF orientation and whether it decodes every frame (`decoded`), or
+the error it gave. The file names say how each
 file was made.
 """
 import io
@@ -16,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tarfile
 
 from PIL import Image
 import pillow_heif
@@ -24,11 +26,12 @@ pillow_heif.register_heif_opener()
 
 OUT = sys.argv[1]
 FIXTURES = sys.argv[2]
+PILLOW_SDIST = sys.argv[3]
 TMP = os.path.join(OUT, "_work")
 IM = "convert-im6.q16"
 MAGICK = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "BMP3": "bmp", "BMP2": "bmp",
           "TIFF": "tiff", "TIFF64": "tiff", "HEIC": "heic", "AVIF": "avif"}
-FORMATS = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff",
+FORMATS = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff",
            "HEIF": "heic", "AVIF": "avif"}
 
 
@@ -330,10 +333,34 @@ def conformance():
             shutil.copy(os.path.join(FIXTURES, name), path("conformance-" + name))
 
 
+# Pillow's own test images (Tests/images/ of its source distribution), in the formats the worker
+# claims: real files from many encoders, and the broken ones Pillow's tests refuse. Files over 2 MB
+# are left out to keep the test quick.
+PILLOW_EXTENSIONS = {"png": "png", "apng": "png", "jpg": "jpeg", "jpeg": "jpeg", "mpo": "jpeg", "gif": "gif",
+                     "webp": "webp", "bmp": "bmp", "dib": "bmp", "tif": "tiff", "tiff": "tiff", "avif": "avif",
+                     "heic": "heic", "heif": "heic"}
+
+
+def pillow_tests():
+    if not os.path.isfile(PILLOW_SDIST):
+        sys.exit(f"image-corpus: {PILLOW_SDIST} is missing")
+    with tarfile.open(PILLOW_SDIST) as archive:
+        for member in archive.getmembers():
+            parts = member.name.split("/")
+            if not member.isfile() or "/Tests/images/" not in member.name or member.size > 2_000_000:
+                continue
+            extension = parts[-1].rsplit(".", 1)[-1].lower()
+            if extension not in PILLOW_EXTENSIONS:
+                continue
+            inside = "_".join(parts[parts.index("images") + 1:])
+            write(f"pillow.{PILLOW_EXTENSIONS[extension]}-{inside}", archive.extractfile(member).read())
+
+
 def truncations():
     for name in sorted(os.listdir(OUT)):
         p = path(name)
-        if not os.path.isfile(p) or name.startswith(("unclaimed", "truncated")) or name == "expected.json":
+        # Pillow's test images are cut by the Swift test itself (mutatedCorpusFilesStaySafe).
+        if not os.path.isfile(p) or name.startswith(("unclaimed", "truncated", "pillow.")) or name == "expected.json":
             continue
         data = read(p)
         for fraction in (0.3, 0.7):
@@ -363,6 +390,18 @@ def reference():
                     orientation = None
                 if orientation is not None and int(orientation) != 1:
                     answer["orientation"] = int(orientation)
+                # Decoded in full: every frame's pixels (Image.load()), or the error it gave.
+                try:
+                    # A decompression bomb (thousands of large frames) would take minutes here.
+                    if answer["frames"] * im.width * im.height > 50_000_000:
+                        raise ValueError("not decoded by the test: over 50 MP in all frames")
+                    for frame in range(answer["frames"]):
+                        im.seek(frame)
+                        im.load()
+                    answer["decoded"] = True
+                except Exception as error:
+                    answer["decoded"] = False
+                    answer["decode_error"] = f"{type(error).__name__}: {str(error)[:120]}"
         except Exception as error:  # the reference refuses the file
             answer = {"error": f"{type(error).__name__}: {str(error)[:120]}"}
             # A second opinion for the files Pillow refuses: ImageMagick's first frame.
@@ -382,7 +421,7 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     sources()
-    for make in (png, jpeg, gif, webp, bmp, tiff, heif, unclaimed, conformance):
+    for make in (png, jpeg, gif, webp, bmp, tiff, heif, unclaimed, conformance, pillow_tests):
         make()
     truncations()
     shutil.rmtree(TMP)

@@ -10,4 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [[ $# -eq 1 ]] || { echo "usage: $0 OUTDIR" >&2; exit 64; }
 "$ROOT/scripts/image-tools.sh"
 VENV="${IFW_IMAGE_VENV:-$ROOT/.run/image-venv}"
-exec "$VENV/bin/python" "$ROOT/scripts/image-corpus.py" "$1" "$ROOT/Tests/Fixtures/images"
+SDISTS="${IFW_IMAGE_SDISTS:-$ROOT/.run/image-sdists}"
+PILLOW_VERSION="$("$VENV/bin/python" -c 'import PIL; print(PIL.__version__)')"
+exec "$VENV/bin/python" "$ROOT/scripts/image-corpus.py" "$1" "$ROOT/Tests/Fixtures/images" \
+  "$SDISTS/pillow-$PILLOW_VERSION.tar.gz"

@@ -3,7 +3,9 @@
 #   - real encoders from Debian (libheif's heif-enc, ImageMagick, cwebp/webpmux/img2webp, cjpeg,
 #     gifsicle, libtiff's tiffcp, pngcrush), which make the corpus at test time;
 #   - the reference decoder: Pillow with pillow-heif, in a virtual environment under .run/
-#     (override with IFW_IMAGE_VENV).
+#     (override with IFW_IMAGE_VENV);
+#   - Pillow's source distribution from PyPI, for the public test images it ships (Tests/images/),
+#     kept in .run/image-sdists (override with IFW_IMAGE_SDISTS).
 # Exits non-zero, naming what is missing, when something cannot be installed: the test then fails.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,4 +44,17 @@ if ! "$VENV/bin/python" -c 'import PIL, pillow_heif' >/dev/null 2>&1; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'Pillow>=11.3,<13' 'pillow-heif>=1.0,<2' >/dev/null ||
     die "pip could not install Pillow and pillow-heif"
   "$VENV/bin/python" -c 'import PIL, pillow_heif' || die "Pillow or pillow-heif does not import"
+fi
+
+# Pillow's test images: the source distribution of the Pillow installed. pip prepares its metadata
+# even to download it, which needs setuptools >= 77 and pybind11 in the environment.
+SDISTS="${IFW_IMAGE_SDISTS:-$ROOT/.run/image-sdists}"
+PILLOW_VERSION="$("$VENV/bin/python" -c 'import PIL; print(PIL.__version__)')"
+if [[ ! -f "$SDISTS/pillow-$PILLOW_VERSION.tar.gz" ]]; then
+  echo "image-tools.sh: downloading Pillow $PILLOW_VERSION's source distribution (its test images)" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'setuptools>=77' pybind11 >/dev/null ||
+    die "pip could not install setuptools and pybind11"
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    --no-build-isolation "pillow==$PILLOW_VERSION" -d "$SDISTS" >/dev/null 2>&1 ||
+    die "pip could not download pillow==$PILLOW_VERSION's source distribution"
 fi

@@ -161,7 +161,11 @@ public enum ImageSamples {
         let pitm = fullBox("pitm", be16(1))
         let infe = box("infe", [2, 0, 0, 0] + be16(1) + be16(0) + ascii(codec) + [0])
         let iinf = fullBox("iinf", be16(1) + infe)
-        let iloc = fullBox("iloc", [0x44, 0x00] + be16(1) + be16(1) + be16(0) + be16(1) + be32(0) + be32(4))
+        // The item's data: the payload of the `mdat` that follows `meta` (the first bytes of the file
+        // when `meta` runs to the end), so that a file cut inside `mdat` has an extent outside it.
+        func iloc(_ offset: Int) -> [UInt8] {
+            fullBox("iloc", [0x44, 0x00] + be16(1) + be16(1) + be16(0) + be16(1) + be32(offset) + be32(4))
+        }
         let config = box(codec == "av01" ? "av1C" : "hvcC", [0x81, 0, 0, 0])
         let thumb = fullBox("ispe", be32(16) + be32(12))
         let ispe = fullBox("ispe", be32(width) + be32(height))
@@ -169,11 +173,13 @@ public enum ImageSamples {
         let ipco = box("ipco", thumb + config + ispe + pixi)
         let ipma = fullBox("ipma", be32(1) + be16(1) + [3, 0x82, 0x03, 0x04])
         let iprp = box("iprp", ipco + ipma)
-        let metaPayload = [0, 0, 0, 0] + hdlr + pitm + iinf + iloc + iprp
         let ftypBox = ftyp(major: major, compatible: compatible)
         if metaSizeZero {
-            return ftypBox + beforeMeta + be32(0) + ascii("meta") + metaPayload
+            return ftypBox + beforeMeta + be32(0) + ascii("meta") + [0, 0, 0, 0] + hdlr + pitm + iinf + iloc(0) + iprp
         }
+        let metaSize = 8 + 4 + hdlr.count + pitm.count + iinf.count + iloc(0).count + iprp.count
+        let mdatPayload = ftypBox.count + beforeMeta.count + metaSize + 8
+        let metaPayload = [0, 0, 0, 0] + hdlr + pitm + iinf + iloc(mdatPayload) + iprp
         return ftypBox + beforeMeta + box("meta", metaPayload) + box("mdat", [1, 2, 3, 4])
     }
 

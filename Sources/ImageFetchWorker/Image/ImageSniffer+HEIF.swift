@@ -128,7 +128,7 @@ extension ImageSniffer {
 
     static func primaryItem(_ v: ByteView, meta: Box, format: ImageFormat) throws(SniffStop) -> PrimaryItem {
         // `meta` is a FullBox: 4 bytes of version and flags before its children.
-        var pitm: Box?, iinf: Box?, iloc: Box?, iprp: Box?, idat: Box?
+        var pitm: Box?, iinf: Box?, iloc: Box?, iprp: Box?, idat: Box?, iref: Box?
         var offset = meta.payload + 4
         for _ in 0..<maxBoxesPerContainer {
             guard offset < meta.end else { break }
@@ -139,17 +139,27 @@ extension ImageSniffer {
             case fourCC("iloc"): iloc = iloc ?? box
             case fourCC("iprp"): iprp = iprp ?? box
             case fourCC("idat"): idat = idat ?? box
+            case fourCC("iref"): iref = iref ?? box
             default: break
             }
             offset = box.end
-            // A `meta` of size 0 runs to the end of the file: stop once the boxes needed are found.
-            if pitm != nil, iinf != nil, iloc != nil, iprp != nil { break }
+            // A `meta` of size 0 runs to the end of the file: stop once the boxes needed are found
+            // (its `iref`, if any, is then not looked for). A sized `meta` is read to its end.
+            if pitm != nil, iinf != nil, iloc != nil, iprp != nil, iref != nil || meta.end == Int.max { break }
         }
         let name = format.rawValue
         guard let pitm else { throw .invalid("\(name) has no primary item") }
         let pitmWide = try v.u8(pitm.payload) != 0
         guard pitm.payload + (pitmWide ? 8 : 6) <= pitm.end else { throw .invalid("bad pitm box") }
-        let itemID = pitmWide ? try v.u32be(pitm.payload + 4) : UInt32(try v.u16be(pitm.payload + 4))
+        var itemID = pitmWide ? try v.u32be(pitm.payload + 4) : UInt32(try v.u16be(pitm.payload + 4))
+        if let iinf, try !isTopLevelImage(v, iinf: iinf, iref: iref, item: itemID) {
+            // libheif (and so pillow-heif) shows the first top-level image when `pitm` names an item
+            // that is none: missing, not an image, or a thumbnail or auxiliary image of another.
+            guard let first = try firstTopLevelImage(v, iinf: iinf, iref: iref) else {
+                throw .invalid("\(name) has no primary image")
+            }
+            itemID = first
+        }
         guard let iprp, let ipco = try findChild(v, type: fourCC("ipco"), from: iprp.payload, to: iprp.end),
             let ipma = try findChild(v, type: fourCC("ipma"), from: iprp.payload, to: iprp.end)
         else { throw .invalid("\(name) has no item properties") }
@@ -254,6 +264,66 @@ extension ImageSniffer {
         return try readBox(v, at: offset, parentEnd: container.end)
     }
 
+    /// Item types that are images, as libheif reads them (coded, derived, uncompressed).
+    static func isImageItemType(_ type: UInt32) -> Bool {
+        switch type {
+        case fourCC("hvc1"), fourCC("av01"), fourCC("grid"), fourCC("iden"), fourCC("iovl"), fourCC("jpeg"),
+            fourCC("avc1"), fourCC("unci"), fourCC("j2k1"), fourCC("vvc1"), fourCC("tili"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// One `infe` entry: the item's id, type and hidden flag; nil for versions 0 and 1 (no type).
+    static func itemEntry(_ v: ByteView, _ infe: Box) throws(SniffStop) -> (id: UInt32, type: UInt32, hidden: Bool)? {
+        let version = try v.u8(infe.payload)
+        guard version >= 2 else { return nil }
+        let hidden = try v.u8(infe.payload + 3) & 0x01 != 0
+        let id = version == 2 ? UInt32(try v.u16be(infe.payload + 4)) : try v.u32be(infe.payload + 4)
+        let typeAt = infe.payload + (version == 2 ? 8 : 10)
+        guard typeAt + 4 <= infe.end else { throw .invalid("bad infe box") }
+        return (id, try v.u32be(typeAt), hidden)
+    }
+
+    /// Whether `item` is a top-level image: an image item in `iinf` that is no thumbnail (`thmb`)
+    /// or auxiliary image (`auxl`) of another item.
+    static func isTopLevelImage(_ v: ByteView, iinf: Box, iref: Box?, item: UInt32) throws(SniffStop) -> Bool {
+        guard let type = try itemType(v, iinf: iinf, item: item), isImageItemType(type) else { return false }
+        return try !isAlternate(v, iref: iref, item: item)
+    }
+
+    /// The first item of `iinf` that is a top-level image and not hidden, or nil.
+    static func firstTopLevelImage(_ v: ByteView, iinf: Box, iref: Box?) throws(SniffStop) -> UInt32? {
+        var offset = iinf.payload + (try v.u8(iinf.payload) == 0 ? 6 : 8)
+        for _ in 0..<maxBoxesPerContainer {
+            guard offset < iinf.end else { return nil }
+            let infe = try readBox(v, at: offset, parentEnd: iinf.end)
+            offset = infe.end
+            guard infe.type == fourCC("infe"), let entry = try itemEntry(v, infe) else { continue }
+            if isImageItemType(entry.type), !entry.hidden, try !isAlternate(v, iref: iref, item: entry.id) {
+                return entry.id
+            }
+        }
+        return nil
+    }
+
+    /// Whether `iref` makes `item` a thumbnail (`thmb`) or an auxiliary image (`auxl`) of another.
+    static func isAlternate(_ v: ByteView, iref: Box?, item: UInt32) throws(SniffStop) -> Bool {
+        guard let iref else { return false }
+        let wide = try v.u8(iref.payload) != 0
+        var offset = iref.payload + 4
+        for _ in 0..<maxBoxesPerContainer {
+            guard offset < iref.end else { return false }
+            let reference = try readBox(v, at: offset, parentEnd: iref.end)
+            offset = reference.end
+            guard reference.type == fourCC("thmb") || reference.type == fourCC("auxl") else { continue }
+            let from = wide ? try v.u32be(reference.payload) : UInt32(try v.u16be(reference.payload))
+            if from == item { return true }
+        }
+        return false
+    }
+
     /// The `infe` item type of `item`, or nil without one.
     static func itemType(_ v: ByteView, iinf: Box?, item: UInt32) throws(SniffStop) -> UInt32? {
         guard let iinf else { return nil }
@@ -263,13 +333,9 @@ extension ImageSniffer {
             guard offset < iinf.end else { return nil }
             let infe = try readBox(v, at: offset, parentEnd: iinf.end)
             offset = infe.end
-            guard infe.type == fourCC("infe") else { continue }
-            let version = try v.u8(infe.payload)
-            guard version >= 2 else { continue }  // versions 0 and 1 have no item type
-            let id = version == 2 ? UInt32(try v.u16be(infe.payload + 4)) : try v.u32be(infe.payload + 4)
-            let typeAt = infe.payload + (version == 2 ? 8 : 10)
-            guard typeAt + 4 <= infe.end else { throw .invalid("bad infe box") }
-            if id == item { return try v.u32be(typeAt) }
+            // Versions 0 and 1 have no item type.
+            guard infe.type == fourCC("infe"), let entry = try itemEntry(v, infe) else { continue }
+            if entry.id == item { return entry.type }
         }
         return nil
     }

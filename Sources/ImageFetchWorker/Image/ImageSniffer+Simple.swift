@@ -164,13 +164,12 @@ extension ImageSniffer {
             // BITMAPCOREHEADER: unsigned 16-bit width and height, then planes.
             let width = try v.u16le(18)
             let height = try v.u16le(20)
-            guard try v.u16le(22) == 1 else { throw .invalid("bad BMP plane count") }
             info = ImageInfo(format: .bmp, width: Int(width), height: Int(height))
         case 16, 40, 52, 56, 64, 108, 124:
             // BITMAPINFOHEADER and its successors (and OS/2 2.x): signed 32-bit width and height.
             let width = Int(Int32(bitPattern: try v.u32le(18)))
             let height = Int(Int32(bitPattern: try v.u32le(22)))
-            guard try v.u16le(26) == 1 else { throw .invalid("bad BMP plane count") }
+            // The plane count (always 1 by the format) is not checked: Pillow reads the bitmap anyway.
             guard width >= 0 else { throw .invalid("negative BMP width") }
             info = ImageInfo(format: .bmp, width: width, height: abs(height))
         default:

@@ -12,7 +12,7 @@ extension ImageSniffer {
     }
 
     /// Byte order and offset size of a TIFF (classic: 32-bit offsets) or BigTIFF (64-bit).
-    private struct TIFFReader {
+    struct TIFFReader {
         let v: ByteView
         let bigEndian: Bool
         let big: Bool

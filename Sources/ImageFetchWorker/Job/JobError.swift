@@ -42,6 +42,9 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let truncated = Code(rawValue: "truncated")
         /// The bytes are not a supported image format.
         package static let notAnImage = Code(rawValue: "not_an_image")
+        /// The body starts as a supported image but its structure is broken: a bad PNG chunk CRC,
+        /// a marker or chunk where none may be, a chunk that overruns its container.
+        package static let corruptImage = Code(rawValue: "corrupt_image")
         /// Width × height is over `fetch.max_pixels`.
         package static let tooManyPixels = Code(rawValue: "too_many_pixels")
         /// The sink could not store the body.

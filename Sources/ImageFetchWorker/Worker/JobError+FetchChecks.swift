@@ -1,6 +1,7 @@
 /// The checks a job passes before it is fetched (its URL, its headers), in the result contract's
 /// terms: the same edge as `JobError+FetchError.swift`, for the refusals the fetch code gives
-/// before any transfer. Codes and messages are those results have always carried.
+/// before any transfer, and for the structure walk of a whole body. Codes and messages are those
+/// results have always carried.
 extension JobError {
     /// `invalid_url`, or `unsupported_scheme`; never retried.
     package init(_ refusal: URLPolicy.Refusal) {
@@ -41,6 +42,17 @@ extension JobError {
             self.init(.invalidJob, "the job's header \(name) is given twice")
         case .invalidValue(let name, let problem):
             self.init(.invalidJob, "the value of the job's header \(name) \(problem)")
+        }
+    }
+
+    /// `truncated` or `corrupt_image`, for a whole body whose structure walk failed. Not retried:
+    /// the transfer was complete, so another attempt fetches the same bytes.
+    package init(_ problem: StructureProblem) {
+        switch problem {
+        case .truncated(let reason):
+            self.init(.truncated, "the image is cut short (\(reason))", retryable: false)
+        case .corrupt(let reason):
+            self.init(.corruptImage, "the image is damaged (\(reason))")
         }
     }
 }

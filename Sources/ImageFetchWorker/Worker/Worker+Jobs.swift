@@ -135,6 +135,29 @@ extension Worker {
         return JobError(.tooManyPixels, "the image needs \(info.canvasWidth ?? info.width) × \(info.canvasHeight ?? info.height) pixels, over fetch.max_pixels")
     }
 
+    /// What a whole body is, or why it fails: `not_an_image`, `too_many_pixels`, or, when the
+    /// headers are an image but the walk to its end is not (`ImageSniffer.checkStructure`),
+    /// `truncated` or `corrupt_image`. The walk runs after the pixel limit, so a bomb is refused by
+    /// its header alone.
+    static func checkImage(_ body: [UInt8], maxPixels: Int) -> Result<ImageInfo, JobError> {
+        body.withUnsafeBytes { bytes in
+            let info: ImageInfo
+            switch ImageSniffer.inspect(bytes, isComplete: true) {
+            case .image(let found):
+                info = found
+            case .notAnImage(let reason):
+                return .failure(JobError(.notAnImage, "the body is not a supported image (\(reason))"))
+            case .needMoreData:
+                return .failure(JobError(.notAnImage, "the body is not a supported image"))
+            }
+            if let error = pixelLimitError(info, maxPixels: maxPixels) { return .failure(error) }
+            if let problem = ImageSniffer.checkStructure(bytes, format: info.format) {
+                return .failure(JobError(problem))
+            }
+            return .success(info)
+        }
+    }
+
     private func releaseSlot(_ context: JobContext) {
         guard !context.slotReleased else { return }
         context.slotReleased = true
@@ -169,19 +192,10 @@ extension Worker {
         let info: ImageInfo
         let validateSpan = context.trace.stage("validate")
         defer { validateSpan.end() }
-        switch ImageSniffer.inspect(response.body) {
-        case .image(let found):
+        switch Self.checkImage(response.body, maxPixels: configuration.fetch.maxPixels) {
+        case .success(let found):
             info = found
-        case .notAnImage(let reason):
-            releaseSlot(context)
-            finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image (\(reason))"), response: response)
-            return
-        case .needMoreData:
-            releaseSlot(context)
-            finish(context, job: job, error: JobError(.notAnImage, "the body is not a supported image"), response: response)
-            return
-        }
-        if let error = Self.pixelLimitError(info, maxPixels: configuration.fetch.maxPixels) {
+        case .failure(let error):
             releaseSlot(context)
             finish(context, job: job, error: error, response: response)
             return

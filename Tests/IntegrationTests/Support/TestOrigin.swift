@@ -33,18 +33,27 @@ import Synchronization
 ///
 /// Any other path is a 404.
 final class TestOrigin: Sendable {
-    /// The body of `/ok.png`: a PNG signature, IHDR (64 × 32) and the start of an IDAT chunk whose
-    /// data is filler, 12 KiB. The sniffer reads the headers up to the first IDAT, not the pixels.
+    /// The body of `/ok.png`: a PNG signature, IHDR (64 × 32), an IDAT chunk whose data is filler,
+    /// and IEND, each with its CRC, 12 KiB. The worker walks the chunks and their CRCs, not the pixels.
     static let okBody: [UInt8] = {
-        var bytes = OriginHandler.pngHeader(width: 64, height: 32, idatLength: 12 * 1024 - 41 - 4)
+        let iend: [UInt8] = [0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]
+        let idatLength = 12 * 1024 - 41 - 4 - iend.count
+        var bytes = OriginHandler.pngHeader(width: 64, height: 32, idatLength: UInt32(idatLength))
         var state: UInt32 = 2_463_534_242
-        while bytes.count < 12 * 1024 {
+        while bytes.count < 41 + idatLength {
             state ^= state << 13
             state ^= state >> 17
             state ^= state << 5
             bytes.append(UInt8(truncatingIfNeeded: state))
         }
-        return bytes
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes[37...] {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+        }
+        crc ^= 0xFFFF_FFFF
+        bytes += [UInt8(crc >> 24), UInt8((crc >> 16) & 0xFF), UInt8((crc >> 8) & 0xFF), UInt8(crc & 0xFF)]
+        return bytes + iend
     }()
 
     /// What the origin has seen.
