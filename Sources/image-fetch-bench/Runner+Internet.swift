@@ -24,7 +24,7 @@ extension Runner {
             }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
             let perHundred = deferrals / Double(options.jobs) * 100
             figures.append(Figure(name: "deferrals (whole run, /metrics)",
-                                  value: String(format: "%@ (%.1f per 100 jobs)", grouped(deferrals), perHundred),
+                                  value: "\(grouped(deferrals)) (\(String(format: "%.1f", perHundred)) per 100 jobs)",
                                   target: "≤ 1 per 100 jobs (#31)", met: yes(perHundred <= 1)))
         }
         return figures

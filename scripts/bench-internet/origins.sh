@@ -144,6 +144,7 @@ internet_stop() {
 # included: internet_origin_rows takes one off), nginx's CPU.
 internet_mark() {
   local log="$INTERNET_DIR/nginx/logs/access.log" accepts cpu p ticks
+  sleep 1.5 # the access log's buffer is written out a second after its first line
   accepts="$(curl -fsS http://127.0.1.254:8080/ 2>/dev/null | awk 'NR == 3 { print $1 }')"
   ticks="$(getconf CLK_TCK)"
   cpu=0
@@ -157,7 +158,6 @@ internet_mark() {
 # the summary (appended to ROWS) and a paragraph (appended to SECTION).
 internet_origin_rows() {
   local name=$1 mark=$2 rows=$3 section=$4 now log="$INTERNET_DIR/nginx/logs/access.log"
-  sleep 1.5 # the access log's buffer is flushed every second
   now="$(internet_mark)"
   local from accepts0 cpu0 accepts1 cpu1
   read -r from accepts0 cpu0 <<<"$mark"
