@@ -177,6 +177,14 @@ cleanup() {
   if [[ -s $NGINX_PID_FILE ]]; then
     kill -QUIT "$(cat "$NGINX_PID_FILE")" 2>/dev/null || true
   fi
+  # A worker (or yardstick) whose driver was interrupted: it runs in a process group of its own.
+  if [[ -s $WORK/contender.pid ]]; then
+    local contender
+    contender="$(cat "$WORK/contender.pid")"
+    kill -TERM "$contender" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$contender" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$contender" 2>/dev/null || true
+  fi
   [[ $(type -t internet_stop) == function ]] && internet_stop
   if [[ -d $WORK/rabbitmq ]]; then
     rabbit stop >/dev/null 2>&1 || true

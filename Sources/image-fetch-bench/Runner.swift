@@ -192,6 +192,10 @@ final class Runner: @unchecked Sendable {
         process.standardError = logHandle
         try process.run()
         workerPID.store(process.processIdentifier, ordering: .relaxed)
+        // Foundation starts the worker in a process group of its own, so a Ctrl-C does not reach
+        // it and it outlives a driver that dies: scripts/bench.sh stops the pid written here.
+        let pidFile = options.workDir + "/contender.pid"
+        try? "\(process.processIdentifier)\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
         log("worker pid \(process.processIdentifier), concurrency \(scenario.concurrency), log \(logPath)")
         let sampler = startSampler(pid: process.processIdentifier)
 
@@ -255,6 +259,7 @@ final class Runner: @unchecked Sendable {
             drainSeconds = Date().timeIntervalSince(t0)
         }
         exitStatus = process.terminationStatus
+        try? FileManager.default.removeItem(atPath: pidFile)
         // Results that arrive after the last one (duplicates) get a moment to show up.
         usleep(300_000)
         if counter == nil {
