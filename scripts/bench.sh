@@ -8,6 +8,8 @@
 #                                         floor16 png32-files (not soak: it is long)
 #   scripts/bench.sh png32 floor32 png32 floor32   the worker and the C floor, alternating
 #   scripts/bench.sh soak:200000          a scenario with another job count (NAME:JOBS)
+#   scripts/bench.sh internet-all         the internet scenario's five runs (issue 31): internet
+#                                         internet-python internet-img2dataset internet512 internet512-python
 #   scripts/bench.sh --list               the scenario names
 #   make bench ARGS="png32 soak"          the same through make
 #
@@ -31,6 +33,17 @@
 #             Retry-After: 1 beyond; concurrency 64: refused requests per image, capacity used
 #             (BENCH_WORKER=old/image-fetch-worker runs both against a build without the scheduler)
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
+#   internet  100 HTTPS origins (oNNN.bench.test on 127.0.1.N, nginx, TLS 1.3, HTTP/2 by ALPN, a CA
+#             of the run), each 20–80 ms away (50 ms on average), Zipf popularity (the busiest 24 %
+#             of the jobs, the top five 51 %), 400 images of 20–400 KB, 1.5 % 404s, 1 % HTML pages,
+#             0.5 % cut JPEGs, every job its own URL; concurrency 64, 20,000 jobs: messages/s against
+#             Little's law (64 ÷ the jobs' mean delay), CPU per job, deferrals, outcomes, and from the
+#             origins' access log the connections, TLS resumptions and HTTP versions (issue 31;
+#             scripts/bench-internet/ and docs/benchmarks.md, "The internet-like scenario")
+#   internet-python     the same jobs through the Python peer, concurrency 64
+#   internet-img2dataset  the first 5,000 of them through img2dataset (PyPI, 2 processes × 64
+#             threads, resize off, no re-encoding), in a venv under .run/
+#   internet512, internet512-python   internet and internet-python at concurrency 512
 #
 # What it does: installs what is missing (scripts/deps.sh, plus wrk and cjpeg for the benchmark
 # only), builds the release binaries as the Dockerfile does (scripts/release-build.sh: the worker
@@ -52,6 +65,13 @@
 # docs/benchmark-runs.md gets each scenario's section replaced (between its <!-- bench:NAME -->
 # markers); docs/benchmarks.md, which explains the figures, quotes them by hand.
 #
+# The internet scenarios add names to /etc/hosts for the run (between marker lines, removed on exit,
+# also on Ctrl-C), because the Python peer and img2dataset resolve through the system; the worker
+# does too, unless BENCH_INTERNET_RESOLVE=pinned (then fetch.resolve pins the names). The images are
+# made once into .run/bench-internet (Pillow in .run/bench-internet-venv); every contender trusts
+# the run's CA (fetch.tls.ca_file, FETCH_TLS_CA_FILE for the worker and the peer, SSL_CERT_FILE for
+# img2dataset).
+#
 # Environment:
 #   BENCH_AMQP_PORT     RabbitMQ port, default 5699 (127.0.0.1; the node is ifw-PORT, its own)
 #   BENCH_HTTP_PORT     nginx port, default 18080
@@ -67,6 +87,8 @@
 #   BENCH_KEEP=1        keep the temporary folder (worker logs, nginx.conf) and print its path
 #   BENCH_REPEAT=N      run each scenario N times; report the median run by messages/s, and list every
 #                       run's messages/s and CPU per message (this machine's speed varies between runs)
+#   BENCH_INTERNET_PORT the internet origins' port, default 443 (on 127.0.1.1–127.0.1.100)
+#   BENCH_INTERNET_RESOLVE  system (default) or pinned: how the worker resolves the origins' names
 #   BENCH_WRAP="CMD …"  run the worker (or the C floor) under this command, e.g. valgrind; what
 #                       scripts/callgrind.sh uses to count instructions per message
 #
@@ -84,7 +106,8 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 python32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak)
+all_names=(png32 floor32 python32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak
+  internet internet-python internet-img2dataset internet512 internet512-python)
 requested=()
 for arg in "$@"; do
   case "$arg" in
@@ -94,6 +117,7 @@ for arg in "$@"; do
       exit 0
       ;;
     all) requested+=(png32 floor32 python32 slow256 slow1024 floor1024 jpeg16 floor16 png32-files) ;; # png32-files last: its writeback slows what follows
+    internet-all) requested+=(internet internet-python internet-img2dataset internet512 internet512-python) ;;
     *)
       name="${arg%%:*}"
       [[ " ${all_names[*]} " == *" $name "* ]] || die "unknown scenario '$name' (known: ${all_names[*]}, all)"
@@ -153,6 +177,15 @@ cleanup() {
   if [[ -s $NGINX_PID_FILE ]]; then
     kill -QUIT "$(cat "$NGINX_PID_FILE")" 2>/dev/null || true
   fi
+  # A worker (or yardstick) whose driver was interrupted: it runs in a process group of its own.
+  if [[ -s $WORK/contender.pid ]]; then
+    local contender
+    contender="$(cat "$WORK/contender.pid")"
+    kill -TERM "$contender" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$contender" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$contender" 2>/dev/null || true
+  fi
+  [[ $(type -t internet_stop) == function ]] && internet_stop
   if [[ -d $WORK/rabbitmq ]]; then
     rabbit stop >/dev/null 2>&1 || true
   fi
@@ -216,6 +249,24 @@ rabbit start
 rabbit_pid="$(rabbit pid)"
 AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2F"
 
+# --- The internet scenarios' origins (scripts/bench-internet/origins.sh) ---------------------------
+# One job list for all of them: as long as the longest run asks (job i is the same in every list).
+internet_jobs=0
+for spec in "${requested[@]}"; do
+  name="${spec%%:*}"
+  [[ $name == internet* ]] || continue
+  n=20000
+  [[ $name == internet-img2dataset ]] && n=5000
+  [[ -n ${BENCH_JOBS:-} ]] && n=$BENCH_JOBS
+  [[ $spec == *:* ]] && n="${spec#*:}"
+  ((n > internet_jobs)) && internet_jobs=$n
+done
+if ((internet_jobs > 0)); then
+  # shellcheck source=scripts/bench-internet/origins.sh
+  source scripts/bench-internet/origins.sh
+  internet_start "$WORK/internet" "$internet_jobs"
+fi
+
 # --- What this run is made of --------------------------------------------------------------------
 cores="$(nproc)"
 v_swift="$(swift --version 2>&1 | grep -m1 -o 'Swift version [^ ]*' || echo '?')"
@@ -273,7 +324,24 @@ for spec in "${requested[@]}"; do
     jobs_args=(--jobs "$BENCH_JOBS")
   fi
   extra=()
+  watch_nginx="$nginx_pids"
   worker="${BENCH_WORKER:-$BIN/image-fetch-worker}"
+  if [[ $name == internet* ]]; then
+    if [[ $name == internet-img2dataset ]]; then
+      internet_img2dataset "$spec"
+      continue
+    fi
+    if [[ $name == *-python && -z $INTERNET_HOSTS_OK ]]; then
+      say "$name skipped: the origins' names are not in /etc/hosts"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$name" skipped "no /etc/hosts entries" "—" "?" >>"$ROWS"
+      continue
+    fi
+    watch_nginx="$INTERNET_NGINX_PIDS"
+    extra=(--jobs-file "$INTERNET_DIR/jobs.tsv" --env "FETCH_TLS_CA_FILE=$INTERNET_CA")
+    if [[ ${BENCH_INTERNET_RESOLVE:-system} == pinned || -z $INTERNET_HOSTS_OK ]]; then
+      extra+=(--env "FETCH_RESOLVE=$INTERNET_RESOLVE")
+    fi
+  fi
   if [[ $name == floor* ]]; then
     # The C floor, built here (it is not part of the Swift package): cc, or the toolchain's clang.
     worker="$WORK/ifw-floor"
@@ -287,7 +355,7 @@ for spec in "${requested[@]}"; do
     fi
   fi
   versions="$VERSIONS"
-  if [[ $name == python* ]]; then
+  if [[ $name == python* || $name == *-python ]]; then
     # The Python peer: its pinned libraries from PyPI, in a venv of its own (never installed globally).
     worker="$ROOT/Benchmarks/python-peer/ifw-python-peer"
     venv="$ROOT/.run/python-peer-venv"
@@ -320,13 +388,16 @@ for spec in "${requested[@]}"; do
   runs=()
   for ((run = 1; run <= REPEAT; run++)); do
     say "scenario $spec$( ((REPEAT > 1)) && echo ", run $run of $REPEAT") (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    [[ $name == internet* ]] && internet_before="$(internet_mark)"
     if "$BIN/image-fetch-bench" run "$name" "${jobs_args[@]}" "${extra[@]}" \
       --worker "$worker" --amqp "$AMQP_URL" \
       --fast-origin "http://127.0.0.1:$HTTP_PORT" --png "$WORK/www/bench.png" --jpeg "$WORK/www/bench.jpg" \
       --http-port "$METRICS_PORT" --work-dir "$WORK" --rows "$WORK/rows-$name-$run.tsv" \
       --markdown "$WORK/section-$name-$run.md" \
-      --watch "rabbitmq=$rabbit_pid" --watch "nginx=$nginx_pids" \
+      --watch "rabbitmq=$rabbit_pid" --watch "nginx=$watch_nginx" \
       --results "$RESULTS_MODE" --command "$COMMAND" --versions "$versions"; then
+      [[ $name == internet* ]] &&
+        internet_origin_rows "$name" "$internet_before" "$WORK/rows-$name-$run.tsv" "$WORK/section-$name-$run.md"
       [[ -f $WORK/section-$name-$run.md ]] && runs+=("$run")
     else
       # A failed run is reported as it is (its rows and section say what went wrong).
@@ -385,6 +456,9 @@ against png32 floor32 "the C floor" "worker CPU µs/message"
 against png32 python32 "the Python peer" "worker CPU µs/message" "peak RSS (VmHWM)"
 against slow1024 floor1024 "the C floor" "peak RSS (VmHWM)" "worker CPU µs/message"
 against jpeg16 floor16 "the C floor" "worker CPU µs/message"
+against internet internet-python "the Python peer" "worker CPU µs/message" "broker CPU µs/message" "peak RSS (VmHWM)"
+against internet512 internet512-python "the Python peer" "worker CPU µs/message" "broker CPU µs/message" "peak RSS (VmHWM)"
+against internet internet-img2dataset "img2dataset"
 
 # --- Summary ------------------------------------------------------------------------------------
 echo

@@ -6,7 +6,12 @@ header and read its size, SHA-256, store under the digest (write only a new file
 result (persistent, publisher confirm), ack the job once the result is confirmed; prefetch is
 2 x concurrency. A yardstick: no retries, SSRF guard, metrics or reconnects. Started by
 scripts/bench.sh as `ifw-python-peer run`, configured like the worker and the floor by
-AMQP_URL QUEUE_JOBS QUEUE_RESULTS WORKER_CONCURRENCY STORAGE_PATH.
+AMQP_URL QUEUE_JOBS QUEUE_RESULTS WORKER_CONCURRENCY STORAGE_PATH, and FETCH_TLS_CA_FILE (the CA
+that signs the HTTPS origins, as the worker's key of that name; unset: the system's CAs). Host
+names resolve through the system (getaddrinfo, cached by aiohttp for 10 s); aiohttp's connector
+keeps connections alive and reuses them per host, HTTP/1.1 only. For the internet scenario it
+also reads GIF and WebP headers, and names its failures with the worker's codes (http_error,
+not_an_image, truncated, or fetch_failed for the rest).
 """
 
 import asyncio
@@ -15,6 +20,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import sys
 import time
 
@@ -26,6 +32,10 @@ def image_size(body):
     """(format, extension, width, height) from the PNG IHDR or the JPEG frame header, else None."""
     if len(body) >= 24 and body[:8] == b"\x89PNG\r\n\x1a\n" and body[12:16] == b"IHDR":
         return "png", "png", int.from_bytes(body[16:20], "big"), int.from_bytes(body[20:24], "big")
+    if len(body) >= 10 and body[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif", "gif", int.from_bytes(body[6:8], "little"), int.from_bytes(body[8:10], "little")
+    if len(body) >= 30 and body[:4] == b"RIFF" and body[8:12] == b"WEBP":
+        return webp_size(body)
     if len(body) < 4 or body[0] != 0xFF or body[1] != 0xD8:
         return None
     i = 2
@@ -46,6 +56,27 @@ def image_size(body):
             return "jpeg", "jpg", int.from_bytes(body[i + 7:i + 9], "big"), height
         i += 2 + length
     return None
+
+
+def webp_size(body):
+    """(format, extension, width, height) from the first chunk of a WebP (VP8, VP8L or VP8X), else None."""
+    chunk = body[12:16]
+    if chunk == b"VP8 " and body[23:26] == b"\x9d\x01\x2a":
+        return "webp", "webp", int.from_bytes(body[26:28], "little") & 0x3FFF, int.from_bytes(body[28:30], "little") & 0x3FFF
+    if chunk == b"VP8L" and body[20] == 0x2F:
+        bits = int.from_bytes(body[21:25], "little")
+        return "webp", "webp", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return "webp", "webp", int.from_bytes(body[24:27], "little") + 1, int.from_bytes(body[27:30], "little") + 1
+    return None
+
+
+class Failure(Exception):
+    """A failed job, with the worker's error code for it."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
 
 
 def store(root, digest, extension, body):
@@ -76,8 +107,10 @@ async def main():
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     await channel.set_qos(prefetch_count=2 * concurrency)
     jobs = await channel.get_queue(os.environ.get("QUEUE_JOBS", "image-fetch.jobs"), ensure=False)
+    ca_file = os.environ.get("FETCH_TLS_CA_FILE")
+    tls = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
     http = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=concurrency),
+        connector=aiohttp.TCPConnector(limit=concurrency, ssl=tls),
         timeout=aiohttp.ClientTimeout(total=30),
     )
     fetches = asyncio.Semaphore(concurrency)
@@ -97,19 +130,23 @@ async def main():
                 async with http.get(url) as response:
                     status, content_type = response.status, response.content_type
                     body = await response.read()
-            image = image_size(body) if status == 200 else None
+            if status != 200:
+                raise Failure("http_error", f"HTTP {status}")
+            image = image_size(body)
             if image is None:
-                raise ValueError(f"HTTP {status}, not a PNG or JPEG")
+                raise Failure("not_an_image", "not a PNG, JPEG, GIF or WebP")
             image_format, extension, width, height = image
             digest = hashlib.sha256(body).hexdigest()
             path = store(storage, digest, extension, body)
             result.update(status="ok", attempt=1, redelivered=message.redelivered, http_status=status,
                           content_type=content_type, format=image_format, width=width, height=height,
                           bytes=len(body), sha256=digest, location=f"file://{path}", final_url=url)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as error:
+        except (aiohttp.ClientError, asyncio.TimeoutError, Failure, OSError) as error:
+            code = error.code if isinstance(error, Failure) else \
+                "truncated" if isinstance(error, aiohttp.ClientPayloadError) else "fetch_failed"
             result.update(status="failed", attempt=1, redelivered=message.redelivered,
-                          error={"code": "fetch_failed", "retryable": False,
-                                 "message": str(error) if isinstance(error, ValueError) else type(error).__name__})
+                          error={"code": code, "retryable": False,
+                                 "message": str(error) if isinstance(error, Failure) else type(error).__name__})
         result.update(duration_ms=(time.monotonic() - admitted) * 1e3, worker=hostname,
                       finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         payload = json.dumps(result, separators=(",", ":")).encode()  # compact, as the worker writes it

@@ -21,6 +21,8 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
         var duplicates = 0
         var foreign = 0
         var firstFailure: String?
+        /// Failed results by their error code.
+        var codes: [String: Int] = [:]
         /// duration_ms of each counted (post-warm-up) result.
         var durations: [Float] = []
     }
@@ -64,6 +66,7 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
                 tally.ok += 1
             } else {
                 tally.failed += 1
+                tally.codes[Self.string(in: body, after: Array(#""code":""#.utf8)) ?? "?", default: 0] += 1
                 if tally.firstFailure == nil { tally.firstFailure = String(decoding: body, as: UTF8.self) }
             }
             if tally.distinct > warmup, let duration = Self.number(in: body, after: Array(#""duration_ms":"#.utf8)) {
@@ -85,6 +88,9 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
     var snapshot: (distinct: Int, ok: Int, failed: Int, duplicates: Int, foreign: Int, firstFailure: String?) {
         tally.withLock { ($0.distinct, $0.ok, $0.failed, $0.duplicates, $0.foreign, $0.firstFailure) }
     }
+
+    /// Failed results by their error code.
+    var codes: [String: Int] { tally.withLock { $0.codes } }
 
     /// The admission→result durations of the counted results, sorted (milliseconds).
     func sortedDurations() -> [Float] {
@@ -118,6 +124,12 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
         let start = i
         while i < body.count, body[i] != UInt8(ascii: ","), body[i] != UInt8(ascii: "}") { i += 1 }
         return Double(String(decoding: body[start..<i], as: UTF8.self))
+    }
+
+    /// The characters after `key` up to the next quote.
+    private static func string(in body: [UInt8], after key: [UInt8]) -> String? {
+        guard let start = find(body, key), let end = body[start...].firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+        return String(decoding: body[start..<end], as: UTF8.self)
     }
 
     /// The index just past the first occurrence of `needle`.

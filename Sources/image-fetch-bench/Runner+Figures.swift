@@ -19,6 +19,7 @@ struct RunMeasurements {
     var originStats: (requests: Int, inFlight: Int, maxInFlight: Int, connections: Int, refused: Int)?
     var publishSeconds: Double
     var started: Date
+    var internetJobs: InternetJobs?
 }
 
 extension Runner {
@@ -33,13 +34,17 @@ extension Runner {
         let (warm, done) = marks.withLock { ($0.warmup, $0.done) }
         var figures: [Figure] = []
         let counted = jobs - warmup
-        figures.append(Figure(
-            name: "results",
-            value: "\(final.ok) ok, \(final.failed) failed, \(final.duplicates) duplicate, \(jobs - final.distinct) missing; jobs left \(leftover.map(String.init) ?? "?"); exit \(exitStatus) after SIGTERM in \(String(format: "%.2f", drainSeconds)) s",
-            target: "all ok, none lost, exit 0",
-            met: yes(failure == nil && final.ok == jobs && final.duplicates == 0 && exitStatus == 0)))
+        if let internetJobs = run.internetJobs {
+            figures += internetResults(run, internetJobs)
+        } else {
+            figures.append(Figure(
+                name: "results",
+                value: "\(final.ok) ok, \(final.failed) failed, \(final.duplicates) duplicate, \(jobs - final.distinct) missing; jobs left \(leftover.map(String.init) ?? "?"); exit \(exitStatus) after SIGTERM in \(String(format: "%.2f", drainSeconds)) s",
+                target: "all ok, none lost, exit 0",
+                met: yes(failure == nil && final.ok == jobs && final.duplicates == 0 && exitStatus == 0)))
+        }
         if let failure { figures.append(Figure(name: "failure", value: failure, met: "no")) }
-        if let first = final.firstFailure { figures.append(Figure(name: "first failed result", value: "`\(first.prefix(300))`")) }
+        if run.internetJobs == nil, let first = final.firstFailure { figures.append(Figure(name: "first failed result", value: "`\(first.prefix(300))`")) }
 
         var notes: [String] = []
         if let warm, let done, failure == nil {
@@ -87,7 +92,10 @@ extension Runner {
                 }
                 figures.append(Figure(name: "worker CPU µs/message", value: String(format: "%.1f", cpuMicros)))
             default:
-                break
+                if let internetJobs = run.internetJobs {
+                    figures += internetRate(rate: rate, cpuMicros: cpuMicros, jobs: internetJobs, counted: warmup..<jobs,
+                                            endMetrics: endMetrics)
+                }
             }
             let faults = (done.workerFaults - warm.workerFaults) / Double(counted)
             figures.append(Figure(name: "worker page faults/message", value: String(format: "%.2f", faults)))
@@ -134,6 +142,9 @@ extension Runner {
                 share.append("\(watched.name) \(pct(used)) (\(String(format: "%.0f", used / Double(counted) * 1e6)) µs/msg)")
                 if watched.name == "rabbitmq" {
                     figures.append(Figure(name: "broker CPU µs/message", value: String(format: "%.1f", used / Double(counted) * 1e6)))
+                }
+                if watched.name == "nginx", run.internetJobs != nil {
+                    figures.append(Figure(name: "origin (nginx) CPU µs/message", value: String(format: "%.0f", used / Double(counted) * 1e6)))
                 }
             }
             share.append("driver \(pct(done.driverCPU - warm.driverCPU))")

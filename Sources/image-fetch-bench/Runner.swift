@@ -28,6 +28,10 @@ struct RunOptions {
     var command = "scripts/bench.sh"
     var versions = ""
     var stallSeconds = 60.0
+    /// The internet scenario's job list (`InternetJobs`).
+    var jobsFile: String?
+    /// More environment for the worker (or the yardstick), over the driver's own.
+    var environment: [String: String] = [:]
     /// true: consume the results while the worker runs (the counted window includes the broker's
     /// work of delivering them to the driver). false: only poll the results queue's depth during the
     /// run, and consume the results after the worker stopped.
@@ -88,12 +92,17 @@ final class Runner: @unchecked Sendable {
 
         // Origin.
         var slowOrigin: SlowOrigin?
+        var internetJobs: InternetJobs?
         let url: String
         switch scenario.origin {
         case .fastPNG: url = options.fastOrigin + "/bench.png"
         case .fastJPEG: url = options.fastOrigin + "/bench.jpg"
         case .origins:
             throw BenchError("\(scenario.name) runs through OriginScenarios")
+        case .internet:
+            guard let path = options.jobsFile else { throw BenchError("\(scenario.name) needs --jobs-file") }
+            internetJobs = try InternetJobs(path: path, count: jobs)
+            url = "\(internetJobs?.urls.count ?? 0) URLs of \(path)"
         case .slowPNG:
             guard let body = FileManager.default.contents(atPath: options.png) else {
                 throw BenchError("cannot read the PNG \(options.png)")
@@ -118,8 +127,10 @@ final class Runner: @unchecked Sendable {
         let prefix = "\(runID)-"
         // The same job each time (distinct ids); with newFilePerJob each names its own storage key.
         let newFiles = scenario.newFilePerJob
+        let urls = internetJobs?.urls
         let confirmed = publisher.publish(bodies: (0..<jobs).lazy.map {
-            JobPublisher.jobBody(id: prefix + String($0), url: url, key: newFiles ? "bench/\(runID)/\($0 / 1000)/\($0)" : nil)
+            JobPublisher.jobBody(id: prefix + String($0), url: urls?[$0] ?? url,
+                                 key: newFiles ? "bench/\(runID)/\($0 / 1000)/\($0)" : nil)
         })
         publisher.close()
         let publishSeconds = Double(DispatchTime.now().uptimeNanoseconds - publishStart) / 1e9
@@ -174,12 +185,17 @@ final class Runner: @unchecked Sendable {
             "HTTP_PORT": String(options.httpPort),
             "HTTP_HOST": "127.0.0.1",
         ]) { $1 }
+        environment.merge(options.environment) { $1 }
         process.environment = environment
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = logHandle
         process.standardError = logHandle
         try process.run()
         workerPID.store(process.processIdentifier, ordering: .relaxed)
+        // Foundation starts the worker in a process group of its own, so a Ctrl-C does not reach
+        // it and it outlives a driver that dies: scripts/bench.sh stops the pid written here.
+        let pidFile = options.workDir + "/contender.pid"
+        try? "\(process.processIdentifier)\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
         log("worker pid \(process.processIdentifier), concurrency \(scenario.concurrency), log \(logPath)")
         let sampler = startSampler(pid: process.processIdentifier)
 
@@ -243,6 +259,7 @@ final class Runner: @unchecked Sendable {
             drainSeconds = Date().timeIntervalSince(t0)
         }
         exitStatus = process.terminationStatus
+        try? FileManager.default.removeItem(atPath: pidFile)
         // Results that arrive after the last one (duplicates) get a moment to show up.
         usleep(300_000)
         if counter == nil {
@@ -260,7 +277,7 @@ final class Runner: @unchecked Sendable {
         let (figures, notes) = self.figures(of: RunMeasurements(
             jobs: jobs, warmup: warmup, results: results, final: final, leftover: leftover, failure: failure,
             exitStatus: exitStatus, drainSeconds: drainSeconds, workerStatus: status, endMetrics: endMetrics,
-            originStats: originStats, publishSeconds: publishSeconds, started: started))
+            originStats: originStats, publishSeconds: publishSeconds, started: started, internetJobs: internetJobs))
         let loadAtEnd = ProcStats.loadAverage()
         report(figures: figures, notes: notes, jobs: jobs, warmup: warmup, loadAtStart: loadAtStart, loadAtEnd: loadAtEnd)
         return failure == nil && exitStatus == 0 ? 0 : 1

@@ -9,6 +9,9 @@ struct Scenario: Sendable {
         case slowPNG
         /// Origins of their own on other loopback addresses (`OriginScenarios`).
         case origins
+        /// 100 HTTPS origins (nginx, scripts/bench-internet/origins.sh) and a job list of their URLs
+        /// (`--jobs-file`): the internet-like scenario of issue 31.
+        case internet
     }
 
     let name: String
@@ -47,6 +50,14 @@ struct Scenario: Sendable {
                  concurrency: 32, defaultJobs: 3_000, origin: .origins),
         Scenario(name: "capacity", title: "an origin that serves 8 at once and answers 429 with Retry-After: 1 beyond, concurrency 64",
                  concurrency: 64, defaultJobs: 600, origin: .origins),
+        Scenario(name: "internet", title: "100 HTTPS origins 20–80 ms away, Zipf popularity, real images and some bad answers, concurrency 64",
+                 concurrency: 64, defaultJobs: 20_000, origin: .internet),
+        Scenario(name: "internet-python", title: "internet's jobs done by the Python peer (Benchmarks/python-peer: aio-pika and aiohttp), concurrency 64",
+                 concurrency: 64, defaultJobs: 20_000, origin: .internet),
+        Scenario(name: "internet512", title: "100 HTTPS origins 20–80 ms away, Zipf popularity, real images and some bad answers, concurrency 512",
+                 concurrency: 512, defaultJobs: 20_000, origin: .internet),
+        Scenario(name: "internet512-python", title: "internet512's jobs done by the Python peer (Benchmarks/python-peer: aio-pika and aiohttp), concurrency 512",
+                 concurrency: 512, defaultJobs: 20_000, origin: .internet),
         Scenario(name: "soak", title: "1,000,000 small jobs (12 KB PNG, fast origin, concurrency 32), RSS each second",
                  concurrency: 32, defaultJobs: 1_000_000, origin: .fastPNG),
     ]
@@ -56,7 +67,7 @@ struct Scenario: Sendable {
     /// The scenario runs a yardstick for the worker, not the worker: the C floor
     /// (`Benchmarks/Floor/floor.c`) or the Python peer (`Benchmarks/python-peer`). The worker's
     /// targets do not apply to it.
-    var runsAYardstick: Bool { name.hasPrefix("floor") || name.hasPrefix("python") }
+    var runsAYardstick: Bool { name.hasPrefix("floor") || name.hasPrefix("python") || name.hasSuffix("-python") }
 
     /// The ideal rate against the slow origin: concurrency ÷ latency.
     var idealRate: Double? {

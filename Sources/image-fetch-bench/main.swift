@@ -14,6 +14,7 @@ import Foundation
 //       --jobs N --warmup-fraction F --worker PATH --amqp URL --fast-origin URL --png FILE --jpeg FILE
 //       --http-port P --work-dir DIR --rows FILE --markdown FILE --origin-rate R --origin-tool TEXT
 //       --watch NAME=PID[,PID…] --command TEXT --versions TEXT --stall-seconds S --results during|after
+//       --jobs-file FILE (internet*: the job list) --env KEY=VALUE (more environment for the worker)
 //   image-fetch-bench list                          scenario names, default job counts and titles
 
 func fail(_ message: String) -> Never {
@@ -88,6 +89,11 @@ case "run":
             run.watch.append((String(parts[0]), parts[1].split(separator: ",").compactMap { Int32($0) }))
         case "command": run.command = value
         case "versions": run.versions = value
+        case "jobs-file": run.jobsFile = value
+        case "env":
+            let parts = value.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { fail("--env KEY=VALUE") }
+            run.environment[String(parts[0])] = String(parts[1])
         case "stall-seconds": run.stallSeconds = parse(value, "stall-seconds")
         case "results":
             guard value == "during" || value == "after" else { fail("--results during|after") }

@@ -79,4 +79,16 @@ struct FetchControlsConfigTests {
             #expect(problem([], ["FETCH_RESOLVE": bad]).contains("fetch.resolve"), "\(bad)")
         }
     }
+
+    @Test func tlsCAFileMustBeReadable() throws {
+        #expect(try load().fetch.tls.caFile == nil)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID().uuidString).pem").path
+        try "not checked here\n".write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try load(["--fetch-tls-ca-file", path]).fetch.tls.caFile == path)
+        #expect(try load([], ["FETCH_TLS_CA_FILE": path]).fetch.tls.caFile == path)
+        let missing = problem([], ["FETCH_TLS_CA_FILE": path + ".missing"])
+        #expect(missing.contains("fetch.tls.ca_file") && missing.contains("cannot be read"), "\(missing)")
+        #expect(problem([], ["FETCH_TLS_CA_FILE": "/tmp"]).contains("not a regular file"))
+    }
 }

@@ -1,6 +1,12 @@
 import Configuration
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One configuration key: its name, how a value is read, checked and stored, whether it is a
 /// secret, and one line of help.
 ///
@@ -330,6 +336,17 @@ enum Check {
             !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw .init("must be 1 to \(limit) bytes without control characters") }
         return text
+    }
+
+    /// A file the worker can read now; checked at start-up so that a typo stops the process
+    /// instead of failing every fetch later.
+    static func readableFile(_ path: String) throws(ConfigurationKey.Invalid) -> String {
+        guard access(path, R_OK) == 0 else {
+            throw .init("cannot be read: " + String(cString: strerror(errno)))
+        }
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw .init("is not a regular file") }
+        return path
     }
 
     static func logLevel(_ text: String) throws(ConfigurationKey.Invalid) -> String {

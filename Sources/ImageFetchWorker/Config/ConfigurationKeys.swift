@@ -91,6 +91,9 @@ extension ConfigurationKey {
         .parsed("fetch.resolve", \.fetch.resolve,
                 help: "host:port:address entries that override DNS (CURLOPT_RESOLVE), for tests and operations.",
                 show: { $0.isEmpty ? nil : $0.joined(separator: ",") }, parse: FetchControlsSyntax.resolve),
+        .optionalText("fetch.tls.ca_file", \.fetch.tls.caFile,
+                      help: "CA bundle (PEM) that verifies the origins fetched; unset uses libcurl's system bundle.",
+                      check: Check.readableFile),
     ]
 
     static let retry: [ConfigurationKey] = [

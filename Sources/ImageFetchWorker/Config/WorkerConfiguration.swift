@@ -100,7 +100,16 @@ package struct WorkerConfiguration: Sendable, Equatable {
         /// `fetch.resolve`: `host:port:address` entries that override DNS (`CURLOPT_RESOLVE`), for
         /// tests and operations.
         package var resolve: [String] = []
+        /// `fetch.tls.*`: how origins' certificates are verified.
+        package var tls = TLS()
         package init() {}
+
+        package struct TLS: Sendable, Equatable {
+            /// `fetch.tls.ca_file`: the CA bundle (`CURLOPT_CAINFO`); nil uses libcurl's default,
+            /// the system bundle.
+            package var caFile: String? = nil
+            package init() {}
+        }
     }
 
     /// `retry.*`: the retry policy for retryable failures.

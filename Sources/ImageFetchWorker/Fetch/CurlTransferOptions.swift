@@ -39,6 +39,7 @@ struct CurlTransferOptions {
         // No proxy from the environment: the address veto must see the origin's address.
         try easy.set(CURLOPT_PROXY, "")
         if let resolveList { try easy.set(CURLOPT_RESOLVE, list: resolveList) }
+        if let caFile = configuration.tls.caFile { try easy.set(CURLOPT_CAINFO, caFile) }
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMs)
         try easy.set(CURLOPT_TIMEOUT_MS, timeoutMs)
         if configuration.lowSpeedLimit > 0, configuration.lowSpeedTime > 0 {

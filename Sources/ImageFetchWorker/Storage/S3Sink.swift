@@ -56,6 +56,9 @@ package final class S3Sink: ImageSink {
         self.settings = settings
         self.signing = "aws:amz:\(settings.region):s3"
         self.credentials = try CredentialProvider(source: source, userAgent: fetch.userAgent)
+        // fetch.tls.ca_file is the origins' CA, not the storage's: uploads keep the system bundle.
+        var fetch = fetch
+        fetch.tls.caFile = nil
         do {
             self.engine = try FetchEngine(configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
         } catch {
