@@ -11,6 +11,7 @@
  */
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <curl/curl.h>
@@ -96,5 +97,11 @@ int ifw_curl_events_wait(ifw_curl_events *_Nonnull events, int timeout_ms);
 /* Hands the sockets of the last wait to curl_multi_socket_action, then runs libcurl's timers if their
  * deadline has come. The first failing code, else CURLM_OK. */
 CURLMcode ifw_curl_events_act(ifw_curl_events *_Nonnull events);
+
+/* CRC-32 by carry-less multiplication (crc32_fold.c). ifw_crc32_fold takes the running register
+ * (not inverted on entry or exit), at least 64 bytes, and a length that is a multiple of 16; call
+ * it only when ifw_crc32_fold_available() says the processor can. */
+int ifw_crc32_fold_available(void);
+uint32_t ifw_crc32_fold(uint32_t crc, const uint8_t *_Nonnull buf, size_t length);
 
 #endif

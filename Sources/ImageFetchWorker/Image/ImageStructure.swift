@@ -7,6 +7,10 @@
 // Every loop moves forward by at least one byte per step or has a fixed bound, so the walk ends
 // within the body's length. docs/image-formats.md lists what each format's walk checks.
 
+#if canImport(CShims)
+import CShims
+#endif
+
 /// Why a whole body that starts as an image is not a complete, well-formed one.
 package enum StructureProblem: Sendable, Equatable {
     /// The bytes end before the format's end (JPEG EOI, PNG IEND, GIF trailer, the RIFF size, a
@@ -55,6 +59,10 @@ extension ImageSniffer {
 extension ImageSniffer {
     /// Eight tables of 256 entries for CRC-32 by slicing-by-8: table 0 is the byte-wise table,
     /// table k advances a byte's contribution by k more bytes. Built once, 8 KiB.
+    #if canImport(CShims)
+    static let foldAvailable = ifw_crc32_fold_available() != 0
+    #endif
+
     static let crcSlices: [UInt32] = {
         var tables = [UInt32](repeating: 0, count: 8 * 256)
         for n in 0..<256 {
@@ -77,9 +85,19 @@ extension ImageSniffer {
     static func crc32Sliced(_ v: ByteView, from start: Int, count: Int) -> UInt32 {
         var c: UInt32 = 0xFFFF_FFFF
         guard count > 0, let base = v.bytes.baseAddress else { return 0 }
+        var p = base + start
+        var left = count
+        #if canImport(CShims)
+        // Carry-less multiplication folds the whole 16-byte blocks about ten times faster than
+        // the tables (crc32_fold.c); the tables take the rest, and everything where it is missing.
+        if left >= 64, foldAvailable {
+            let whole = left & ~15
+            c = ifw_crc32_fold(c, p.assumingMemoryBound(to: UInt8.self), whole)
+            p += whole
+            left -= whole
+        }
+        #endif
         crcSlices.withUnsafeBufferPointer { t in
-            var p = base + start
-            var left = count
             #if _endian(little)
             while left >= 8 {
                 let word = p.loadUnaligned(as: UInt64.self)
