@@ -118,6 +118,11 @@ package final class FetchEngine: Sendable {
         }
     }
 
+    /// The engine's TLS work so far: CA store loads, handshakes, resumed sessions. Any thread.
+    package var tlsCounts: FetchTLSCounts {
+        loop.tlsStats.counts
+    }
+
     /// Transfers started and not yet completed.
     package var activeTransfers: Int {
         loop.active.load(ordering: .relaxed)
