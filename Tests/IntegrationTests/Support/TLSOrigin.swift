@@ -10,7 +10,7 @@ import Glibc
 /// `$connection $connection_requests $ssl_session_reused $server_protocol $host $request_uri $status`.
 ///
 /// Every name listens on its own loopback address (`127.0.0.2`, `127.0.0.3`, …) on one port;
-/// ``resolve`` gives the `fetch.resolve` entries that map them there. Paths: `/ok.png` (a small
+/// ``resolve`` gives the `fetch.resolve` entries that map them there. Paths: `/ok.png` (a 12 KiB
 /// PNG), `/sleep.png` (the same after 300 ms, for transfers that must overlap), `/n/<anything>`
 /// (the same PNG under any name).
 ///
@@ -35,11 +35,8 @@ final class TLSOrigin: @unchecked Sendable {  // set up once, then read-only, ap
         var keepaliveSeconds = 65
     }
 
-    static let pngBody: [UInt8] = [
-        0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52,
-        0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1F, 0x15, 0xC4, 0x89, 0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44,
-        0xAE, 0x42, 0x60, 0x82,
-    ]
+    /// The body of every path: ``TestOrigin/okBody``, a PNG the worker accepts.
+    static let pngBody = TestOrigin.okBody
 
     static func start(names: [String], options: Options = Options()) throws -> TLSOrigin {
         let origin = try TLSOrigin(names: names, options: options)
