@@ -74,7 +74,8 @@ struct FetchTLSTests {
         // share. They start 100 ms apart, so no two handshakes run at the same moment.
         let responses = await withTaskGroup(of: FetchResponse.self) { group in
             for index in 0..<3 {
-                group.addTask { await FetchEngineTests.fetch(engine, origin.url("resume.test", "/sleep.png?n=\(index)")) }
+                let url = origin.url("resume.test", "/sleep.png?n=\(index)")
+                group.addTask { await FetchEngineTests.fetch(engine, url) }
                 try? await Task.sleep(for: .milliseconds(100))
             }
             var responses: [FetchResponse] = []

@@ -255,7 +255,8 @@ final class FetchLoop: @unchecked Sendable {
         transfer.easy = easy
         if flowControl { transfer.loop = self }
         let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-        if let size = connectionCache.started(origin: ConnectionCacheSizing.originKey(of: transfer.request.url), now: now) {
+        let origin = ConnectionCacheSizing.originKey(of: transfer.request.url)
+        if let size = connectionCache.started(origin: origin, now: now) {
             try? multi.set(CURLMOPT_MAXCONNECTS, size)  // only a bad value fails; the old size stays
         }
         do {

@@ -96,7 +96,7 @@ final class TLSOrigin: @unchecked Sendable {  // set up once, then read-only, ap
     // MARK: Set-up
 
     private func openssl(_ arguments: [String]) throws {
-        let status = try TestBroker.run("/usr/bin/openssl", arguments, log: directory.appendingPathComponent("openssl.log").path)
+        let status = try TestBroker.run("/usr/bin/openssl", arguments, log: path("openssl.log"))
         guard status == 0 else { throw TLSOriginError("openssl \(arguments.first ?? "") exited \(status)") }
     }
 
@@ -133,7 +133,8 @@ final class TLSOrigin: @unchecked Sendable {  // set up once, then read-only, ap
                 fastcgi_temp_path \(path("fastcgi"));
                 uwsgi_temp_path \(path("uwsgi"));
                 scgi_temp_path \(path("scgi"));
-                log_format probe '$connection $connection_requests $ssl_session_reused $server_protocol $host $request_uri $status';
+                log_format probe '$connection $connection_requests $ssl_session_reused $server_protocol'
+                                 ' $host $request_uri $status';
                 access_log \(path("access.log")) probe;
                 keepalive_timeout \(options.keepaliveSeconds);
                 server {
