@@ -15,7 +15,7 @@ ARG RUNTIME_IMAGE=ubuntu:noble
 FROM ${SWIFT_IMAGE} AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
- && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev libidn2-dev pkg-config \
+ && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev libssl-dev libidn2-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 

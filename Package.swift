@@ -39,7 +39,10 @@ let package = Package(
             pkgConfig: "libidn2",
             providers: [.apt(["libidn2-dev"])]
         ),
-        .target(name: "CShims", dependencies: ["CCurl", "CRabbitMQ", "CIDN2"]),
+        .target(
+            name: "CShims", dependencies: ["CCurl", "CRabbitMQ", "CIDN2"],
+            // libssl for the fetch engine's TLS counters (tls_stats.c), the OpenSSL libcurl uses.
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .target(
             name: "ImageFetchWorker",
             dependencies: [

@@ -52,6 +52,9 @@ CURLMcode ifw_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
 CURLMcode ifw_multi_setopt_pointer(CURLM *multi, CURLMoption option, void *value) {
     return curl_multi_setopt(multi, option, value);
 }
+CURLSHcode ifw_share_setopt_long(CURLSH *share, CURLSHoption option, long value) {
+    return curl_share_setopt(share, option, value);
+}
 amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char *vhost, int channel_max,
                                       int frame_max, int heartbeat, const amqp_table_t *client_properties,
                                       const char *user, const char *password) {

@@ -40,6 +40,7 @@ struct ConfigurationPrecedenceTests {
         "fetch.allowed_hosts": ["f.example", "*.e.example", "c.example"],
         "fetch.denied_hosts": ["f.example", "e.example", "*.c.example"],
         "fetch.resolve": ["f.test:443:127.0.0.1", "e.test:80:127.0.0.2", "c.test:8080:127.0.0.3"],
+        "fetch.tls.ca_file": ["/etc/passwd", "/etc/group", "/etc/os-release"],
         "retry.max_attempts": ["1", "2", "3"],
         "retry.delays": ["1s", "2s,3s", "1m,1h"],
         "scheduler.adaptive": ["no", "true", "false"],

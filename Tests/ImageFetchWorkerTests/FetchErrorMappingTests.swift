@@ -51,6 +51,8 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         message: "the connection failed while receiving"),
     FetchErrorMappingRow(failure: .connectFailed(.closedEarly), code: .connectFailed, retryable: true,
         message: "the origin closed the connection without a response"),
+    FetchErrorMappingRow(failure: .connectFailed(.http2Framing), code: .connectFailed, retryable: true,
+        message: "the origin broke the HTTP/2 framing"),
     FetchErrorMappingRow(failure: .timeout, code: .timeout, retryable: true,
         message: "the transfer timed out (connect, total or low-speed limit)"),
     FetchErrorMappingRow(failure: .tls, code: .tlsFailure, retryable: false,
@@ -132,6 +134,8 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         #expect(Self.classify(CURLE_SEND_ERROR) == .connectFailed(.sendFailed))
         #expect(Self.classify(CURLE_RECV_ERROR) == .connectFailed(.receiveFailed))
         #expect(Self.classify(CURLE_GOT_NOTHING) == .connectFailed(.closedEarly))
+        #expect(Self.classify(CURLE_HTTP2) == .connectFailed(.http2Framing))
+        #expect(Self.classify(CURLE_HTTP2_STREAM) == .connectFailed(.http2Framing))
         #expect(Self.classify(CURLE_OPERATION_TIMEDOUT) == .timeout)
         for code in [CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_USE_SSL_FAILED] {
             #expect(Self.classify(code) == .tls)

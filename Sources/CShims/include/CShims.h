@@ -104,4 +104,32 @@ CURLMcode ifw_curl_events_act(ifw_curl_events *_Nonnull events);
 int ifw_crc32_fold_available(void);
 uint32_t ifw_crc32_fold(uint32_t crc, const uint8_t *_Nonnull buf, size_t length);
 
+/*
+ * TLS counters of one fetch engine, from OpenSSL (tls_stats.c). libcurl 7.88 builds an SSL_CTX
+ * for every new TLS connection and hands it to CURLOPT_SSL_CTX_FUNCTION after it has given the
+ * context its CA store; ifw_tls_ssl_ctx_callback is that function, with the stats as
+ * CURLOPT_SSL_CTX_DATA. It counts:
+ * - handshakes completed, and of those, resumed sessions (SSL_session_reused), from an info
+ *   callback on the context, once per connection;
+ * - CA store loads: a completed handshake whose context had a different X509_STORE than the
+ *   previous one. The stats hold a reference to the last store, so a new store can never reuse
+ *   its address and pass for the old one. With libcurl's CA cache every connection gets the
+ *   cached store; a handshake that fails (a certificate that does not verify) is not seen.
+ * Counters are atomics: written on the thread driving the multi handle, read from any thread.
+ */
+typedef struct ifw_tls_stats ifw_tls_stats;
+typedef struct ifw_tls_counts {
+    unsigned long long ca_store_loads;
+    unsigned long long handshakes;
+    unsigned long long resumed;
+} ifw_tls_counts;
+ifw_tls_stats *_Nullable ifw_tls_stats_create(void);
+/* Drops the reference to the last store. Call after curl_multi_cleanup and every easy handle's cleanup. */
+void ifw_tls_stats_destroy(ifw_tls_stats *_Nonnull stats);
+ifw_tls_counts ifw_tls_stats_read(const ifw_tls_stats *_Nonnull stats);
+CURLcode ifw_easy_setopt_tls_stats(CURL *_Nonnull easy, ifw_tls_stats *_Nonnull stats);
+
+/* curl_share_setopt with a long (CURLSHOPT_SHARE, CURLSHOPT_UNSHARE). */
+CURLSHcode ifw_share_setopt_long(CURLSH *_Nonnull share, CURLSHoption option, long value);
+
 #endif

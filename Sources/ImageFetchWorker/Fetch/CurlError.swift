@@ -6,6 +6,8 @@ enum CurlError: Error, Sendable {
     case easy(CURLcode)
     /// A multi-interface call (`curl_multi_*`) failed.
     case multi(CURLMcode)
+    /// A share-interface call (`curl_share_*`) failed.
+    case share(CURLSHcode)
     /// `curl_global_init`, `curl_easy_init`, `curl_multi_init` or `curl_slist_append` returned nothing.
     case initFailed
     /// The event source of the multi handle (epoll, eventfd) failed, with `errno`.
@@ -16,6 +18,7 @@ enum CurlError: Error, Sendable {
         switch self {
         case .easy(let code): return String(cString: curl_easy_strerror(code))
         case .multi(let code): return String(cString: curl_multi_strerror(code))
+        case .share(let code): return String(cString: curl_share_strerror(code))
         case .initFailed: return "libcurl could not allocate a handle"
         case .events(let code): return "the fetch loop's event source failed (errno \(code))"
         }

@@ -23,9 +23,13 @@ final class CurlMultiHandle: @unchecked Sendable {
     /// The handle.
     let raw: UnsafeMutableRawPointer
     private let events: OpaquePointer
+    /// Released only after `curl_multi_cleanup` (a deinit body runs before the stored properties
+    /// are released): what the cached connections or the easy handles still point at.
+    private let keptAlive: [AnyObject]
 
-    /// Creates a multi handle with its event source.
-    init() throws(CurlError) {
+    /// Creates a multi handle with its event source; `keepingAlive` outlives the handle.
+    init(keepingAlive: [AnyObject] = []) throws(CurlError) {
+        keptAlive = keepingAlive
         try CurlGlobal.ensureInitialized()
         guard let handle = curl_multi_init() else { throw .initFailed }
         guard let events = ifw_curl_events_create(handle) else {

@@ -13,9 +13,17 @@ struct CurlTransferOptions {
     private let resolveList: CurlStringList?
     /// The engine has a connect-time address veto (see ``FetchRequest/checkAddresses``).
     private let vetoActive: Bool
+    /// The engine's DNS cache and TLS sessions, shared by every easy handle.
+    private let share: CurlShareHandle
+    /// Counts the engine's CA store loads, handshakes and resumptions.
+    private let tlsStats: CurlTLSStats
 
-    init(configuration: WorkerConfiguration.Fetch, vetoActive: Bool) throws(CurlError) {
+    init(
+        configuration: WorkerConfiguration.Fetch, vetoActive: Bool, share: CurlShareHandle, tlsStats: CurlTLSStats
+    ) throws(CurlError) {
         self.configuration = configuration
+        self.share = share
+        self.tlsStats = tlsStats
         self.connectTimeoutMs = Self.milliseconds(configuration.connectTimeout)
         self.timeoutMs = Self.milliseconds(configuration.timeout)
         self.resolveList = configuration.resolve.isEmpty ? nil : try CurlStringList(configuration.resolve)
@@ -39,7 +47,8 @@ struct CurlTransferOptions {
         // No proxy from the environment: the address veto must see the origin's address.
         try easy.set(CURLOPT_PROXY, "")
         if let resolveList { try easy.set(CURLOPT_RESOLVE, list: resolveList) }
-        if let caFile = configuration.tls.caFile { try easy.set(CURLOPT_CAINFO, caFile) }
+        try easy.set(CURLOPT_SHARE, pointer: share.raw)
+        try applyTLS(to: easy)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMs)
         try easy.set(CURLOPT_TIMEOUT_MS, timeoutMs)
         if configuration.lowSpeedLimit > 0, configuration.lowSpeedTime > 0 {
@@ -90,6 +99,14 @@ struct CurlTransferOptions {
             // keep it for reuse, and do not multiplex HTTP/2 streams of other transfers onto it.
             try easy.set(CURLOPT_FORBID_REUSE, 1)
             try easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        } else if Self.isHTTPS(request.url) {
+            // HTTP/2 where the origin offers it by ALPN (libcurl's default for https), and a new
+            // transfer waits for a connection to its origin that is still being set up, to
+            // multiplex on it, instead of racing a connection of its own. The wait ends with
+            // that handshake: if ALPN chose HTTP/1.1, the transfers open connections of their
+            // own and keep them alive. Not for http://, where libcurl would only learn that
+            // nothing multiplexes from the first response, a whole origin delay later.
+            try easy.set(CURLOPT_PIPEWAIT, 1)
         }
 
         let opaque = transfer.opaque
@@ -117,6 +134,27 @@ struct CurlTransferOptions {
                 FetchTransfer.from(userdata).openSocket(address)
             }
         }
+    }
+
+    /// The CA store is built once per engine, not once per connection: libcurl (7.87+, OpenSSL)
+    /// keeps the store it built from `CURLOPT_CAINFO` in the multi handle for
+    /// `CURLOPT_CA_CACHE_TIMEOUT` (24 h by default) and hands it to every new connection, but
+    /// only when no CA directory is set. Debian's libcurl sets `/etc/ssl/certs` as its default
+    /// `CURLOPT_CAPATH`, which turned the cache off: every connection parsed the whole bundle
+    /// again. The bundle (`ca-certificates.crt`) already holds every CA of that directory.
+    private func applyTLS(to easy: CurlEasyHandle) throws(CurlError) {
+        if let caFile = configuration.tls.caFile { try easy.set(CURLOPT_CAINFO, caFile) }
+        let code = ifw_easy_setopt_string(easy.raw, CURLOPT_CAPATH, nil)
+        guard code == CURLE_OK else { throw .easy(code) }
+        try tlsStats.install(on: easy)
+    }
+
+    private static func isHTTPS(_ url: String) -> Bool {
+        var prefix = url.utf8.prefix(8).makeIterator()
+        for expected in "https://".utf8 {
+            guard let byte = prefix.next(), byte | 0x20 == expected | 0x20 else { return false }
+        }
+        return true
     }
 
     private static func isHeader(_ line: String, named name: String) -> Bool {

@@ -36,8 +36,9 @@ package final class FetchEngine: Sendable {
     ///     connect; return nil to allow, or a short class name to veto
     ///     (→ ``FetchError/addressRefused(addressClass:)``).
     ///     nil allows every address.
-    ///   - maxConnections: the size of the connection cache (`CURLMOPT_MAXCONNECTS`); give at
-    ///     least the number of concurrent transfers so that keep-alive connections survive.
+    ///   - maxConnections: the concurrent transfers to plan for: the connection cache
+    ///     (`CURLMOPT_MAXCONNECTS`) holds at least this many (and 64), plus idle connections for
+    ///     the origins in use (``ConnectionCacheSizing``).
     ///   - completionQueue: where completions run. The loop gathers the transfers that finish in
     ///     one turn and hands the small ones over in a single block, so a burst of finished
     ///     transfers wakes one thread instead of one each. nil: each runs on the fetch queue.
@@ -116,6 +117,11 @@ package final class FetchEngine: Sendable {
         if !loop.isOnLoopThread {
             loop.exited.wait()
         }
+    }
+
+    /// The engine's TLS work so far: CA store loads, handshakes, resumed sessions. Any thread.
+    package var tlsCounts: FetchTLSCounts {
+        loop.tlsStats.counts
     }
 
     /// Transfers started and not yet completed.

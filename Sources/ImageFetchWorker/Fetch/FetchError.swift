@@ -70,6 +70,8 @@ package enum FetchError: Error, Sendable, Equatable {
         case receiveFailed
         /// Closed by the origin without a response.
         case closedEarly
+        /// The origin broke the HTTP/2 framing (of the connection or of the stream).
+        case http2Framing
     }
 }
 
@@ -96,6 +98,7 @@ extension FetchError {
         case CURLE_SEND_ERROR: self = .connectFailed(.sendFailed)
         case CURLE_RECV_ERROR: self = .connectFailed(.receiveFailed)
         case CURLE_GOT_NOTHING: self = .connectFailed(.closedEarly)
+        case CURLE_HTTP2, CURLE_HTTP2_STREAM: self = .connectFailed(.http2Framing)
         case CURLE_OPERATION_TIMEDOUT: self = .timeout
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
             CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,

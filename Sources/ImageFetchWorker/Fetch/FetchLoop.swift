@@ -78,6 +78,10 @@ final class FetchLoop: @unchecked Sendable {
 
     /// Turns each request into easy-handle options, with the engine's limits converted once.
     private let options: CurlTransferOptions
+    /// The engine's TLS counters (the multi handle keeps them alive, see ``CurlTLSStats``).
+    let tlsStats: CurlTLSStats
+    /// `CURLMOPT_MAXCONNECTS` from the origins in use (fetch queue only).
+    private var connectionCache: ConnectionCacheSizing
 
     /// The longest sleep; libcurl's next timeout shortens it and a wake-up interrupts it, so this
     /// only bounds how long an idle loop sleeps.
@@ -97,11 +101,18 @@ final class FetchLoop: @unchecked Sendable {
         self.completionQueue = completionQueue
         self.runBatch = runBatch
         self.queue = DispatchQueue(label: "image-fetch-worker.fetch")
-        self.multi = try CurlMultiHandle()
+        let share = try CurlShareHandle()
+        let tlsStats = try CurlTLSStats()
+        // The multi handle outlives every easy handle; what its cached connections point at
+        // (the TLS counters) and the share go after it.
+        self.multi = try CurlMultiHandle(keepingAlive: [share, tlsStats])
+        self.tlsStats = tlsStats
         self.pool = CurlEasyHandlePool(maxConnections: maxConnections)
-        self.options = try CurlTransferOptions(configuration: configuration, vetoActive: addressPolicy != nil)
+        self.options = try CurlTransferOptions(
+            configuration: configuration, vetoActive: addressPolicy != nil, share: share, tlsStats: tlsStats)
         // The connection cache; idle connections beyond it are closed, oldest first.
-        try multi.set(CURLMOPT_MAXCONNECTS, max(maxConnections, 64))
+        self.connectionCache = ConnectionCacheSizing(concurrency: maxConnections)
+        try multi.set(CURLMOPT_MAXCONNECTS, connectionCache.size)
         // Make sure waking works here, before anything depends on it.
         try multi.wakeup()
         drained.reserveCapacity(64)
@@ -243,6 +254,11 @@ final class FetchLoop: @unchecked Sendable {
         }
         transfer.easy = easy
         if flowControl { transfer.loop = self }
+        let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        let origin = ConnectionCacheSizing.originKey(of: transfer.request.url)
+        if let size = connectionCache.started(origin: origin, now: now) {
+            try? multi.set(CURLMOPT_MAXCONNECTS, size)  // only a bad value fails; the old size stays
+        }
         do {
             try options.apply(to: easy, for: transfer)
             try multi.add(easy)
@@ -276,6 +292,8 @@ final class FetchLoop: @unchecked Sendable {
         }
         response.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         response.redirects = easy.long(CURLINFO_REDIRECT_COUNT) ?? 0
+        response.connectionsOpened = easy.long(CURLINFO_NUM_CONNECTS) ?? 0
+        response.httpVersion = FetchResponse.HTTPVersion(curl: easy.long(CURLINFO_HTTP_VERSION) ?? 0)
         response.timings = FetchTimings(
             dnsMs: Self.ms(easy, CURLINFO_NAMELOOKUP_TIME_T),
             connectMs: Self.ms(easy, CURLINFO_CONNECT_TIME_T),

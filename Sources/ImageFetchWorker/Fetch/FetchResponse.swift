@@ -1,3 +1,5 @@
+import CCurl
+
 /// Phase timings of one transfer, in milliseconds, as libcurl reports them.
 ///
 /// Each value is measured from the start of the transfer to the end of its phase (libcurl's
@@ -39,6 +41,30 @@ package struct FetchResponse: Sendable {
     package var redirects: Int
     /// Phase timings, if the transfer was started.
     package var timings: FetchTimings?
+    /// New connections this transfer opened (`CURLINFO_NUM_CONNECTS`, redirects included); 0
+    /// when it reused one, or multiplexed onto one, or never got as far as connecting.
+    package var connectionsOpened: Int = 0
+    /// The HTTP version of the last response.
+    package var httpVersion: HTTPVersion = .none
+
+    /// The HTTP version of a response, as `CURLINFO_HTTP_VERSION` reports it.
+    package enum HTTPVersion: String, Sendable {
+        case none
+        case http10 = "1.0"
+        case http11 = "1.1"
+        case http2 = "2"
+        case http3 = "3"
+
+        init(curl value: Int) {
+            switch value {
+            case Int(CURL_HTTP_VERSION_1_0): self = .http10
+            case Int(CURL_HTTP_VERSION_1_1): self = .http11
+            case Int(CURL_HTTP_VERSION_2_0): self = .http2
+            case Int(CURL_HTTP_VERSION_3): self = .http3
+            default: self = .none
+            }
+        }
+    }
     /// The body; empty when ``failure`` is set.
     package var body: [UInt8]
     /// nil means a 2xx response with a complete body that the inspector did not reject. The

@@ -41,6 +41,8 @@ extension JobError {
             self.init(.connectFailed, "the connection failed while receiving")
         case .connectFailed(.closedEarly):
             self.init(.connectFailed, "the origin closed the connection without a response")
+        case .connectFailed(.http2Framing):
+            self.init(.connectFailed, "the origin broke the HTTP/2 framing")
         case .timeout:
             self.init(.timeout, "the transfer timed out (connect, total or low-speed limit)")
         case .tls:

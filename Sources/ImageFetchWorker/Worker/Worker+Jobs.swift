@@ -176,6 +176,7 @@ extension Worker {
         if let timings = response.timings {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
         }
+        fetchMetrics.record(response)
         if let status = response.httpStatus, status == 429 || status == 503 {
             originMetrics.overloadResponse(status: status)
         }

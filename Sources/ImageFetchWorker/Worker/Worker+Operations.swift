@@ -30,6 +30,7 @@ extension Worker {
                 let origins = admission.gauges()
                 originMetrics.active.set(Int64(origins.known))
                 originMetrics.paused.set(Int64(origins.paused))
+                fetchMetrics.collect(tls: fetchEngine.tlsCounts)
                 return stats.metrics.render() + OriginMetrics.limitHistogram(origins.limits)
             },
             origins: { [weak self] limit in

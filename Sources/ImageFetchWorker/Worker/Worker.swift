@@ -33,6 +33,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let hostName = ProcessInfo.processInfo.hostName
     let policy: OutcomePolicy
     let originMetrics: OriginMetrics
+    let fetchMetrics: FetchMetrics
     /// Set once `init` returns; admission's handlers call back into the worker.
     private(set) var admission: Admission<JobContext>!
 
@@ -56,6 +57,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         let metrics = WorkerMetrics(concurrency: concurrency)
         self.stats = WorkerStats(metrics: metrics)
         self.originMetrics = OriginMetrics(registry: metrics.registry)
+        self.fetchMetrics = FetchMetrics(registry: metrics.registry)
         self.policy = OutcomePolicy(configuration)
         self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
         let policy = AddressPolicy(
