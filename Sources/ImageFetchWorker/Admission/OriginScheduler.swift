@@ -379,7 +379,13 @@ package struct OriginScheduler<Element> {
 
     /// The `count` busiest origins (running plus waiting jobs), busiest first.
     package func busiest(_ count: Int, now: UInt64) -> [OriginSnapshot] {
-        origins.sorted { ($0.value.inFlight + $0.value.waiting.count, $1.key.description) > ($1.value.inFlight + $1.value.waiting.count, $0.key.description) }
+        var visits = 0
+        return busiest(count, now: now, visits: &visits)
+    }
+
+    /// ``busiest(_:now:)``, counting the origin states it reads: the work it does under admission's lock.
+    func busiest(_ count: Int, now: UInt64, visits: inout Int) -> [OriginSnapshot] {
+        origins.sorted { visits += 2; return ($0.value.inFlight + $0.value.waiting.count, $1.key.description) > ($1.value.inFlight + $1.value.waiting.count, $0.key.description) }
             .prefix(count)
             .map { origin, state in
                 let pause = state.remainingPause(now: now)
@@ -393,6 +399,12 @@ package struct OriginScheduler<Element> {
 
     /// Origins the scheduler knows, paused origins, and every known origin's limit.
     package func gauges(now: UInt64) -> (known: Int, paused: Int, limits: [Int]) {
+        var visits = 0
+        return gauges(now: now, visits: &visits)
+    }
+
+    func gauges(now: UInt64, visits: inout Int) -> (known: Int, paused: Int, limits: [Int]) {
+        visits += origins.count
         var paused = 0
         var limits: [Int] = []
         limits.reserveCapacity(origins.count)
