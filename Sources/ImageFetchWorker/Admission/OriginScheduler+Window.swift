@@ -47,7 +47,8 @@ extension OriginScheduler {
     }
 
     /// Whether the job at `position` in its origin's queue should leave the window.
-    static func windowVerdict(_ state: State, position: Int, context: WindowContext, settings: Settings) -> WindowVerdict {
+    static func windowVerdict(_ state: State, position: Int, context: WindowContext,
+                              settings: Settings) -> WindowVerdict {
         let now = context.now
         let pause = state.remainingPause(now: now)
         let atLeast = pause > 0 ? Double(pause) / 1e9 : nil
@@ -77,7 +78,9 @@ extension OriginScheduler {
 
     /// A paused origin alone that gives its jobs up keeps doing so until its pause ends.
     static func noteLeave(_ leave: Leave, of state: inout State) {
-        if leave.spill, let pausedUntil = state.pausedUntil { state.spillingUntil = max(state.spillingUntil, pausedUntil) }
+        if leave.spill, let pausedUntil = state.pausedUntil {
+            state.spillingUntil = max(state.spillingUntil, pausedUntil)
+        }
     }
 
     // MARK: - The sweep

@@ -197,7 +197,8 @@ package struct OriginScheduler<Element> {
         let context = windowContext(now: now)
         // In place: a copy of the state alive here would make the append copy its queue.
         if let leave = Self.admit(element, into: &origins.values[index], context: context, settings: settings) {
-            return Deferral(element: element, origin: origin, atLeastSeconds: leave.atLeastSeconds, reason: leave.reason)
+            return Deferral(element: element, origin: origin, atLeastSeconds: leave.atLeastSeconds,
+                            reason: leave.reason)
         }
         if origins.values[index].waiting.count == 1 { backlogged.append(origin) }
         waitingCount += 1

@@ -19,7 +19,7 @@ package final class OriginMetrics: Sendable {
         paused = registry.makeGauge(name: "image_fetch_origins_paused",
                                     help: "Origins paused right now, by a Retry-After or after a refusal without one.")
         deferrals = registry.makeCounter(name: "image_fetch_deferrals_total",
-                                         help: "Jobs republished to a delay queue because their origin was busy or paused.")
+                                         help: "Jobs republished to a delay queue because their origin was paused or slow.")
         limitCuts = registry.makeCounter(name: "image_fetch_origin_limit_cuts_total",
                                          help: "Times an origin's concurrency limit was cut on an overload signal.")
         let help = "Responses 429 and 503 from origins, by status."

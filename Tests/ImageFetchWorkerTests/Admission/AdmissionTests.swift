@@ -169,7 +169,8 @@ import Testing
         fixture.finish(refused, .response(status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms,
                                           retryAfterSeconds: 30))
         #expect(fixture.recorder.events.withLock { $0 } == [
-            .limitCut(Self.a, OriginLimiter.Cut(from: 4, to: 2, signal: .tooManyRequests)), .paused(Self.a, seconds: 30),
+            .limitCut(Self.a, OriginLimiter.Cut(from: 4, to: 2, signal: .tooManyRequests)),
+            .paused(Self.a, seconds: 30),
         ])
         // B's jobs fill the window (nothing starts while the broker blocks publishing).
         fixture.admission.setBlocked(true)

@@ -100,7 +100,8 @@ import Testing
         let started = OriginSchedulerTests.take(&scheduler, 4)
         var pauses: [Double] = []
         for (offset, start) in started.enumerated() {
-            pauses += Self.pauses(scheduler.finished(start.slot, outcome: Self.refused(), now: UInt64(offset + 1) * Self.ms))
+            let now = UInt64(offset + 1) * Self.ms
+            pauses += Self.pauses(scheduler.finished(start.slot, outcome: Self.refused(), now: now))
         }
         #expect(pauses == [0.75])
         #expect(jitter.calls == 1)

@@ -49,7 +49,8 @@ struct OriginDeferralTests {
         let (byID, _) = OriginSchedulingTests.byID(results)
         #expect(byID.values.allSatisfy { $0["status"] as? String == "ok" })
         let deferred = await Self.deferrals(endpoint)
-        print("popular: \(jobs.count) jobs over \(names.count) origins, \(deferred.map { "\(Int($0))" } ?? "?") deferred")
+        let count = deferred.map { "\(Int($0))" } ?? "?"
+        print("popular: \(jobs.count) jobs over \(names.count) origins, \(count) deferred")
         #expect(deferred == 0, "worker log:\n\(worker.log.suffix(2000))")
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
@@ -111,8 +112,8 @@ struct OriginDeferralTests {
         defer { results.close() }
         let aJobs = (0..<200).map { ("a-\($0)", paused.url("/a-\($0).png")) }
         let bJobs = (0..<20).map { ("b-\($0)", next.url("/b-\($0).png")) }
-        #expect(try TestBroker.publish(configuration, bodies: (aJobs + bJobs).map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
-                == aJobs.count + bJobs.count)
+        let bodies = (aJobs + bJobs).map { JobPublisher.jobBody(id: $0.0, url: $0.1) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == aJobs.count + bJobs.count)
         let start = Date()
         let (worker, endpoint) = try Self.worker(configuration, ["WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "16"])
         let took = await OriginSchedulingTests.waitForIDs(results, Set(bJobs.map(\.0)), since: start, timeout: 30)
