@@ -49,6 +49,8 @@ struct ConfigurationPrecedenceTests {
         "scheduler.initial_limit": ["2", "3", "4"],
         "scheduler.max_wait": ["2", "3", "4"],
         "scheduler.max_retry_after": ["1", "2", "0"],
+        "scheduler.overload_pause": ["1", "2", "0"],
+        "scheduler.max_overload_pause": ["1", "2", "3"],
         "scheduler.probe_interval": ["1", "2", "3"],
         "scheduler.defer_delays": ["1s", "2s,3s", "1m"],
         "scheduler.defer_budget": ["1", "2", "3"],

@@ -10,18 +10,20 @@ import Synchronization
 /// a new job each wake the pump; it sleeps when nothing can start, so an idle worker uses no CPU.
 /// While jobs wait, a timer sweeps the window every ``sweepInterval`` for jobs to defer.
 ///
-/// The group `inFlight` is entered *before* a job leaves the scheduler, and left again if none
-/// does: a drain that takes the waiting jobs and then waits on the group can never miss a job that
-/// is between the two.
+/// A job holds the group `inFlight` from the moment it is submitted: admission enters it before
+/// the job reaches the scheduler, and hands the membership on with the job, to ``Handlers/start``,
+/// to ``Handlers/deferJob``, or to the caller of ``takeAll()``, who leaves it once the delivery is
+/// handed back. So a drain's wait on the group cannot end while a job still waits here, or while
+/// one is between the scheduler and its handler (issue 33, defect 7).
 package final class Admission<Element: Sendable>: Sendable {
     package typealias Ticket = OriginScheduler<Element>.Start
     package typealias Event = OriginScheduler<Element>.Event
 
     /// What admission calls out to; each runs without admission's lock held.
     package struct Handlers: Sendable {
-        /// On the admission queue, with a global permit taken and the group entered.
+        /// On the admission queue, with a global permit taken; the job holds the group.
         package var start: @Sendable (Ticket) -> Void
-        /// With the group entered: the job leaves the window (deferral), for at least this long.
+        /// The job (holding the group) leaves the window (deferral), for at least this long.
         package var deferJob: @Sendable (Element, Origin, Double?) -> Void
         /// Limit cuts and pauses, for logs and metrics.
         package var events: @Sendable ([Event]) -> Void
@@ -51,12 +53,15 @@ package final class Admission<Element: Sendable>: Sendable {
     private let blocked: Mutex<Bool> = Mutex(false)
     private let unblocked = DispatchSemaphore(value: 0)
     private let sweepInterval: DispatchTimeInterval
+    /// Passes of the pump, for the tests of the kicks it is spared.
+    private let pumpPasses = Atomic<Int>(0)
 
     package init(settings: OriginScheduler<Element>.Settings, semaphore: DispatchSemaphore, inFlight: DispatchGroup,
                  sweepInterval: DispatchTimeInterval = .milliseconds(200),
                  clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds },
+                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                  handlers: Handlers) {
-        self.scheduler = Mutex(OriginScheduler(settings: settings))
+        self.scheduler = Mutex(OriginScheduler(settings: settings, jitter: jitter))
         self.semaphore = semaphore
         self.inFlight = inFlight
         self.sweepInterval = sweepInterval
@@ -66,11 +71,14 @@ package final class Admission<Element: Sendable>: Sendable {
 
     // MARK: - Events in
 
-    /// A job for `origin` arrived (channel queue).
-    package func submit(_ element: Element, origin: Origin) {
+    /// A job for `origin` arrived (channel queue); `deferredBefore` when it carries `x-deferrals`.
+    /// From here on it holds the group.
+    package func submit(_ element: Element, origin: Origin, deferredBefore: Bool = false) {
+        inFlight.enter()
         let now = clock()
-        if let deferral = scheduler.withLock({ $0.enqueue(element, origin: origin, now: now) }) {
-            inFlight.enter()
+        if let deferral = scheduler.withLock({
+            $0.enqueue(element, origin: origin, now: now, deferredBefore: deferredBefore)
+        }) {
             handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds)
             return
         }
@@ -98,9 +106,15 @@ package final class Admission<Element: Sendable>: Sendable {
         if !isBlocked { kick() }
     }
 
-    /// Every waiting job, taken out (a drain hands them back).
+    /// Every waiting job, taken out (a drain hands them back). Each still holds the group: the
+    /// caller leaves it for each, once it has handed the delivery back.
     package func takeAll() -> [Element] {
         scheduler.withLock { $0.takeAll() }
+    }
+
+    /// The last sample of the jobs queue: how many jobs are ready behind the window.
+    package func queueSampled(ready: Int) {
+        scheduler.withLock { $0.queueBehind = ready > 0 }
     }
 
     // MARK: - Observation
@@ -110,7 +124,7 @@ package final class Admission<Element: Sendable>: Sendable {
         return scheduler.withLock { $0.busiest(count, now: now) }
     }
 
-    package func gauges() -> (known: Int, paused: Int, limits: [Int], waiting: Int) {
+    package func gauges() -> (known: Int, paused: Int, limits: [(limit: Int, origins: Int)], waiting: Int) {
         let now = clock()
         return scheduler.withLock { state in
             let gauges = state.gauges(now: now)
@@ -125,7 +139,11 @@ package final class Admission<Element: Sendable>: Sendable {
         queue.async { self.pump() }
     }
 
+    /// How many times the pump has run.
+    package var pumpRuns: Int { pumpPasses.load(ordering: .relaxed) }
+
     private func pump() {
+        _ = pumpPasses.add(1, ordering: .relaxed)
         pumpScheduled.store(false, ordering: .releasing)
         while true {
             waitWhileBlocked()
@@ -133,26 +151,13 @@ package final class Admission<Element: Sendable>: Sendable {
             pumpWaitsForPermit.store(true, ordering: .releasing)
             semaphore.wait()
             pumpWaitsForPermit.store(false, ordering: .releasing)
-            guard let ticket = Self.takeNext(enter: inFlight.enter, leave: inFlight.leave, next: {
-                let now = clock()
-                return scheduler.withLock { $0.next(now: now) }
-            }) else {
+            let now = clock()
+            guard let ticket = scheduler.withLock({ $0.next(now: now) }) else {
                 semaphore.signal()
                 continue
             }
             handlers.start(ticket)
         }
-    }
-
-    /// Enters the group, then takes the next job; leaves the group if there is none. In this order
-    /// a drain that empties the scheduler and then waits on the group cannot miss the job.
-    static func takeNext<T>(enter: () -> Void, leave: () -> Void, next: () -> T?) -> T? {
-        enter()
-        guard let taken = next() else {
-            leave()
-            return nil
-        }
-        return taken
     }
 
     private func waitWhileBlocked() {
@@ -177,7 +182,6 @@ package final class Admission<Element: Sendable>: Sendable {
             return (deferred, state.waitingCount, state.hasStartable(now: now))
         }
         for deferral in deferred {
-            inFlight.enter()
             handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds)
         }
         if pauseEnded { kick() }

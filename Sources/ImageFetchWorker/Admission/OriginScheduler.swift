@@ -1,32 +1,39 @@
 import NIOCore
 
 /// Decides which waiting job starts next, and which jobs should leave the prefetch window.
-/// Pure state: no I/O and no clock of its own; every event carries the time in nanoseconds.
+/// Pure state: no I/O, no clock and no randomness of its own; every event carries the time in
+/// nanoseconds, and the backoff's jitter comes from the source it is given.
 ///
 /// - **Per origin**, jobs wait in arrival order, and an ``OriginLimiter`` says how many may run.
-///   A paused origin (`Retry-After`) starts nothing until its pause ends.
+///   A paused origin (`Retry-After`, or the backoff after a 429 or 503 without it) starts nothing
+///   until its pause ends.
 /// - **Between origins**, a free global permit goes to the origin with the fewest jobs running,
 ///   ties to the one served longest ago: max-min fair shares of the permits among the origins
 ///   that have work, and work-conserving, since an origin alone takes every permit.
-/// - **The prefetch window** is shared too. When more than one origin is active, an origin that
-///   holds more than its share of the window and whose waiting job would wait longer than
-///   ``Settings/maxWaitNanoseconds`` (its pause, plus its queue over its throughput) gives that job
-///   up for deferral, so that the broker can deliver jobs for the other origins in its place.
-///   An origin alone is never deferred: nothing waits behind it.
+/// - **The prefetch window** is shared by demand (`OriginScheduler+Window.swift`): a job leaves it
+///   only when its origin is paused, or holds more than its share and would keep the job longer
+///   than ``Settings/maxWaitNanoseconds`` at its own pace, and only when that lets the broker
+///   deliver other jobs.
 package struct OriginScheduler<Element> {
     package struct Settings: Sendable {
         package var limiter: OriginLimiter.Settings
         /// Whether limits adapt; without it every origin may use `limiter.maxLimit` at once.
         package var adaptive: Bool = true
-        /// The longest a job may expect to wait in the window while other origins are active.
+        /// The longest a job may expect to wait for its origin in the window.
         package var maxWaitNanoseconds: UInt64 = 1_000_000_000
         /// The prefetch window: how many deliveries the broker lets the worker hold.
         package var window: Int
         /// The longest pause a `Retry-After` sets.
         package var maxPauseNanoseconds: UInt64 = 300_000_000_000
+        /// The first pause after a 429 or 503 without `Retry-After`; it doubles with each further
+        /// refusal. 0: such a refusal only cuts the limit.
+        package var overloadPauseNanoseconds: UInt64 = 1_000_000_000
+        /// The longest pause that backoff reaches.
+        package var maxOverloadPauseNanoseconds: UInt64 = 60_000_000_000
         /// An origin with nothing running or waiting for this long is forgotten.
         package var idleNanoseconds: UInt64 = 300_000_000_000
-        /// An origin counts as active this long after its last job (for the window shares).
+        /// An origin counts as active this long after its last job; also the time over which its
+        /// demand (the jobs that arrive for it) is averaged.
         package var activeNanoseconds: UInt64 = 5_000_000_000
 
         package init(limiter: OriginLimiter.Settings, window: Int) {
@@ -53,7 +60,8 @@ package struct OriginScheduler<Element> {
     package enum FetchOutcome: Sendable, Equatable {
         /// A response came. `latencyNanoseconds` is the time to first byte after the connection was
         /// set up; `retryAfterSeconds` the parsed `Retry-After` of a 429 or 503.
-        case response(status: Int, latencyNanoseconds: UInt64?, durationNanoseconds: UInt64, retryAfterSeconds: Double?)
+        case response(status: Int, latencyNanoseconds: UInt64?, durationNanoseconds: UInt64,
+                      retryAfterSeconds: Double?)
         /// A connect timeout, or a refused or reset connection.
         case connectFailure(durationNanoseconds: UInt64)
         /// Anything that says nothing about the origin's load (DNS, TLS, a veto, an abort).
@@ -63,7 +71,19 @@ package struct OriginScheduler<Element> {
     /// Changes worth a log line and a metric.
     package enum Event: Equatable, Sendable {
         case limitCut(Origin, OriginLimiter.Cut)
+        /// Paused by its `Retry-After`.
         case paused(Origin, seconds: Double)
+        /// Paused by the backoff after a 429 or 503 without `Retry-After`.
+        case backedOff(Origin, seconds: Double)
+    }
+
+    /// Why a job leaves the window.
+    package enum DeferralReason: String, Sendable, Equatable {
+        /// Its origin is paused for longer than the longest wait.
+        case paused
+        /// Its origin holds more than its share of the window, and its own pace would keep the
+        /// job waiting longer than the longest wait.
+        case slow
     }
 
     /// A waiting job that should leave the window; `atLeastSeconds` is its origin's pause, if any.
@@ -71,6 +91,7 @@ package struct OriginScheduler<Element> {
         package var element: Element
         package var origin: Origin
         package var atLeastSeconds: Double?
+        package var reason: DeferralReason
     }
 
     struct Entry {
@@ -90,6 +111,27 @@ package struct OriginScheduler<Element> {
         var durationNanoseconds: Double?
         var lastServed: UInt64 = 0
         var overloadResponses = 0
+        /// The jobs that arrived for it for the first time (not back from a deferral), averaged
+        /// over ``Settings/activeNanoseconds``: its share of the window.
+        var demand = DecayingCount()
+        /// Backoff pauses since its last success, and when the last one began: refusals of
+        /// requests sent before then are the same event.
+        var backoffLevel = 0
+        var backoffSince: UInt64?
+        /// Until when its arrivals leave at once: a paused origin alone that filled the window.
+        var spillingUntil: UInt64 = 0
+        /// Its place in ``OriginScheduler/busy`` while it has jobs running or waiting.
+        var busyIndex: Int?
+        /// The limit ``OriginScheduler/originsByLimit`` counts it under.
+        var countedLimit: Int
+
+        init(limiter: OriginLimiter, now: UInt64) {
+            self.limiter = limiter
+            self.lastActive = now
+            self.countedLimit = limiter.limit
+        }
+
+        var work: Int { inFlight + waiting.count }
 
         func remainingPause(now: UInt64) -> UInt64 {
             guard let pausedUntil, pausedUntil > now else { return 0 }
@@ -98,60 +140,89 @@ package struct OriginScheduler<Element> {
     }
 
     package let settings: Settings
-    private(set) var origins: [Origin: State] = [:]
+    /// The backoff's jitter: a number in [0, 1) per pause.
+    let jitter: @Sendable () -> Double
+    var origins: [Origin: State] = [:]
     /// Origins with waiting jobs, in no particular order.
-    private var backlogged: [Origin] = []
-    package private(set) var waitingCount = 0
-    package private(set) var inFlightCount = 0
+    var backlogged: [Origin] = []
+    /// Origins with jobs running or waiting, in no particular order: what `/origins` ranks, so
+    /// that it reads the busy origins, never all the known ones.
+    var busy: [Origin] = []
+    /// Known origins by limit (the index): the limit histogram without reading every origin.
+    var originsByLimit: [Int]
+    /// When each paused origin's pause ends (expired ones go at the next sweep).
+    var pauseEnds: [Origin: UInt64] = [:]
+    /// All origins' demand together.
+    var totalDemand = DecayingCount()
+    /// Whether the last sample of the jobs queue found jobs ready behind the window.
+    package var queueBehind = false
+    package internal(set) var waitingCount = 0
+    package internal(set) var inFlightCount = 0
     /// Origins that had work within ``Settings/activeNanoseconds``, as of the last ``sweep(now:)``.
-    package private(set) var activeOrigins = 0
+    package internal(set) var activeOrigins = 0
     private var serveCounter: UInt64 = 0
 
-    package init(settings: Settings) {
+    package init(settings: Settings, jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.settings = settings
+        self.jitter = jitter
+        self.originsByLimit = Array(repeating: 0, count: settings.limiter.maxLimit + 1)
     }
 
     // MARK: - Jobs in
 
-    /// A job for `origin` arrived. It waits for its turn; the answer says whether it should leave
-    /// the window at once instead (its origin is paused or busy, and others are active).
-    package mutating func enqueue(_ element: Element, origin: Origin, now: UInt64) -> Deferral? {
+    /// A job for `origin` arrived; `deferredBefore` when it comes back from a deferral (its demand
+    /// was counted when it first came). It waits for its turn; the answer says whether it should
+    /// leave the window at once instead.
+    package mutating func enqueue(_ element: Element, origin: Origin, now: UInt64,
+                                  deferredBefore: Bool = false) -> Deferral? {
         // One lookup for a known origin (an index stays valid until the dictionary changes).
         let index: [Origin: State].Index
         if let known = origins.index(forKey: origin) {
             index = known
             let state = origins.values[index]
-            if state.inFlight == 0 && state.waiting.isEmpty && now &- state.lastActive > settings.activeNanoseconds {
+            if state.work == 0 && now &- state.lastActive > settings.activeNanoseconds {
                 activeOrigins += 1  // counted until the next sweep recounts
             }
         } else {
             activeOrigins += 1
-            origins[origin] = State(limiter: OriginLimiter(settings: settings.limiter), lastActive: now)
+            let limiter = OriginLimiter(settings: settings.limiter)
+            originsByLimit[limiter.limit] += 1
+            origins[origin] = State(limiter: limiter, now: now)
             index = origins.index(forKey: origin)!
         }
-        let (current, active) = (settings, activeOrigins)
+        if !deferredBefore {
+            totalDemand.add(now: now, tau: settings.activeNanoseconds)
+            origins.values[index].demand.add(now: now, tau: settings.activeNanoseconds)
+        }
+        let context = windowContext(now: now)
         // In place: a copy of the state alive here would make the append copy its queue.
-        let verdict = Self.admit(element, into: &origins.values[index], now: now, settings: current, activeOrigins: active)
-        if case .leave(let atLeast) = verdict {
-            return Deferral(element: element, origin: origin, atLeastSeconds: atLeast)
+        if let leave = Self.admit(element, into: &origins.values[index], context: context, settings: settings) {
+            return Deferral(element: element, origin: origin, atLeastSeconds: leave.atLeastSeconds,
+                            reason: leave.reason)
         }
         if origins.values[index].waiting.count == 1 { backlogged.append(origin) }
         waitingCount += 1
+        syncBusy(index)
         return nil
     }
 
-    private static func admit(_ element: Element, into state: inout State, now: UInt64, settings: Settings,
-                              activeOrigins: Int) -> WindowVerdict {
-        state.lastActive = now
-        let verdict = windowVerdict(state, position: state.waiting.count, now: now, settings: settings,
-                                    activeOrigins: activeOrigins)
-        if verdict == .keep { state.waiting.append(Entry(element: element, enqueuedAt: now)) }
-        return verdict
+    private static func admit(_ element: Element, into state: inout State, context: WindowContext,
+                              settings: Settings) -> Leave? {
+        state.lastActive = context.now
+        let verdict = windowVerdict(state, position: state.waiting.count, context: context, settings: settings)
+        switch verdict {
+        case .keep:
+            state.waiting.append(Entry(element: element, enqueuedAt: context.now))
+            return nil
+        case .leave(let leave):
+            noteLeave(leave, of: &state)
+            return leave
+        }
     }
 
     /// Runs `body` on an origin's state in place.
     @inline(__always)
-    private static func modify<R>(_ origins: inout [Origin: State], _ origin: Origin, _ body: (inout State) -> R) -> R {
+    static func modify<R>(_ origins: inout [Origin: State], _ origin: Origin, _ body: (inout State) -> R) -> R {
         body(&origins[origin]!)
     }
 
@@ -198,7 +269,7 @@ package struct OriginScheduler<Element> {
         return state.inFlight < limit(state)
     }
 
-    private func limit(_ state: State) -> Int {
+    func limit(_ state: State) -> Int {
         settings.adaptive ? state.limiter.limit : settings.limiter.maxLimit
     }
 
@@ -215,12 +286,31 @@ package struct OriginScheduler<Element> {
         guard let index = origins.index(forKey: origin), origins.values[index].inFlight > 0 else { return [] }
         inFlightCount -= 1
         // In place and with the one lookup: a copy of the state costs retains and a second lookup.
-        return Self.finish(&origins.values[index], origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart,
-                           outcome: outcome, now: now, settings: settings)
+        let fetch = Fetch(origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart, now: now)
+        let events = Self.finish(&origins.values[index], fetch, outcome: outcome, settings: settings, jitter: jitter)
+        let (limit, counted) = (origins.values[index].limiter.limit, origins.values[index].countedLimit)
+        if limit != counted {
+            originsByLimit[counted] -= 1
+            originsByLimit[limit] += 1
+            origins.values[index].countedLimit = limit
+        }
+        if let pausedUntil = origins.values[index].pausedUntil, pausedUntil > now, pauseEnds[origin] != pausedUntil {
+            pauseEnds[origin] = pausedUntil
+        }
+        if origins.values[index].work == 0 { syncBusy(index) }
+        return events
     }
 
-    private static func finish(_ state: inout State, origin: Origin, startedAt: UInt64, inFlightAtStart: Int,
-                               outcome: FetchOutcome, now: UInt64, settings: Settings) -> [Event] {
+    struct Fetch {
+        var origin: Origin
+        var startedAt: UInt64
+        var inFlightAtStart: Int
+        var now: UInt64
+    }
+
+    private static func finish(_ state: inout State, _ fetch: Fetch, outcome: FetchOutcome, settings: Settings,
+                               jitter: () -> Double) -> [Event] {
+        let (startedAt, now) = (fetch.startedAt, fetch.now)
         let inFlight = state.inFlight
         state.inFlight -= 1
         state.lastActive = now
@@ -233,174 +323,48 @@ package struct OriginScheduler<Element> {
             if status == 429 || status == 503 {
                 state.overloadResponses += 1
                 cut = state.limiter.overloaded(status == 429 ? .tooManyRequests : .serviceUnavailable,
-                                               inFlightAtStart: inFlightAtStart, startedAt: startedAt, now: now)
+                                               inFlightAtStart: fetch.inFlightAtStart, startedAt: startedAt, now: now)
                 if let retryAfter {
                     let pause = min(UInt64(max(retryAfter, 0) * 1e9), settings.maxPauseNanoseconds)
-                    let until = now + pause
-                    if pause > 0, until > (state.pausedUntil ?? 0) {
-                        state.pausedUntil = until
-                        events.append(.paused(origin, seconds: Double(pause) / 1e9))
+                    if pause > 0, extendPause(&state, until: now + pause) {
+                        events.append(.paused(fetch.origin, seconds: Double(pause) / 1e9))
                     }
+                } else if let pause = backoff(&state, startedAt: startedAt, now: now, settings: settings,
+                                              jitter: jitter) {
+                    events.append(.backedOff(fetch.origin, seconds: Double(pause) / 1e9))
                 }
             } else {
+                if startedAt >= (state.backoffSince ?? 0) { state.backoffLevel = 0 }
                 cut = state.limiter.succeeded(latencyNanoseconds: latency, startedAt: startedAt, inFlight: inFlight,
                                               now: now)
             }
         case .connectFailure:
-            cut = state.limiter.overloaded(.connectFailure, inFlightAtStart: inFlightAtStart, startedAt: startedAt,
-                                           now: now)
+            cut = state.limiter.overloaded(.connectFailure, inFlightAtStart: fetch.inFlightAtStart,
+                                           startedAt: startedAt, now: now)
         case .other:
             break
         }
-        if let cut, settings.adaptive, cut.to < cut.from { events.insert(.limitCut(origin, cut), at: 0) }
+        if let cut, settings.adaptive, cut.to < cut.from { events.insert(.limitCut(fetch.origin, cut), at: 0) }
         if state.inFlight == 0 { state.busySince = nil }
         return events
     }
 
-    // MARK: - The window
+    // MARK: - Busy origins
 
-    /// Recounts the active origins, forgets idle ones, and gives up the waiting jobs that should
-    /// leave the window (newest first).
-    package mutating func sweep(now: UInt64) -> [Deferral] {
-        var active = 0
-        var idle: [Origin] = []
-        for (origin, state) in origins {
-            if state.inFlight > 0 || !state.waiting.isEmpty || now &- state.lastActive <= settings.activeNanoseconds {
-                active += 1
-            } else if now &- state.lastActive > settings.idleNanoseconds, state.remainingPause(now: now) == 0 {
-                idle.append(origin)
+    /// Keeps ``busy`` in step with the origin's work after a change.
+    mutating func syncBusy(_ index: [Origin: State].Index) {
+        let (work, slot) = (origins.values[index].work, origins.values[index].busyIndex)
+        if work > 0, slot == nil {
+            origins.values[index].busyIndex = busy.count
+            busy.append(origins.keys[index])
+        } else if work == 0, let slot {
+            origins.values[index].busyIndex = nil
+            let last = busy.removeLast()
+            if slot < busy.count {
+                busy[slot] = last
+                origins[last]?.busyIndex = slot
             }
         }
-        activeOrigins = active
-        for origin in idle { origins[origin] = nil }
-        guard active > 1 else { return [] }
-
-        var deferred: [Deferral] = []
-        var index = 0
-        while index < backlogged.count {
-            let origin = backlogged[index]
-            guard origins[origin] != nil else { index += 1; continue }
-            let current = settings
-            let before = deferred.count
-            let drained = Self.modify(&origins, origin) { state -> Bool in
-                while !state.waiting.isEmpty,
-                      case .leave(let atLeast) = Self.windowVerdict(state, position: state.waiting.count - 1, now: now,
-                                                                    settings: current, activeOrigins: active) {
-                    let entry = state.waiting.removeLast()
-                    deferred.append(Deferral(element: entry.element, origin: origin, atLeastSeconds: atLeast))
-                }
-                return state.waiting.isEmpty
-            }
-            waitingCount -= deferred.count - before
-            if drained {
-                backlogged.swapAt(index, backlogged.count - 1)
-                backlogged.removeLast()
-            } else {
-                index += 1
-            }
-        }
-        return deferred
-    }
-
-    enum WindowVerdict: Equatable {
-        case keep
-        /// Leave the window, for at least the origin's pause (nil: not paused).
-        case leave(atLeastSeconds: Double?)
-    }
-
-    /// Whether the job at `position` in its origin's queue should leave the window.
-    static func windowVerdict(_ state: State, position: Int, now: UInt64, settings: Settings, activeOrigins: Int) -> WindowVerdict {
-        guard activeOrigins > 1 else { return .keep }
-        let share = max(1, settings.window / activeOrigins)
-        guard state.inFlight + position + 1 > share else { return .keep }
-        let pause = state.remainingPause(now: now)
-        // Until a fetch of the origin ends, its first one's age is the best guess of a duration.
-        let duration = state.durationNanoseconds ?? state.busySince.map { Double(now &- $0) } ?? 0
-        let limit = settings.adaptive ? state.limiter.limit : settings.limiter.maxLimit
-        let lanes = Double(max(1, min(state.inFlight, limit)))
-        let expected = Double(pause) + Double(position + 1) * duration / lanes
-        guard expected > Double(settings.maxWaitNanoseconds) else { return .keep }
-        return .leave(atLeastSeconds: pause > 0 ? Double(pause) / 1e9 : nil)
-    }
-
-    /// Every waiting job (the drain hands them back), oldest first per origin.
-    package mutating func takeAll() -> [Element] {
-        removeWaiting { _ in true }
-    }
-
-    /// The waiting jobs that `predicate` picks (those of a lost channel), in arrival order per origin.
-    package mutating func removeWaiting(where predicate: (Element) -> Bool) -> [Element] {
-        var removed: [Element] = []
-        var index = 0
-        while index < backlogged.count {
-            let origin = backlogged[index]
-            guard var state = origins[origin] else { index += 1; continue }
-            var kept = CircularBuffer<Entry>()
-            for entry in state.waiting {
-                if predicate(entry.element) { removed.append(entry.element) } else { kept.append(entry) }
-            }
-            waitingCount -= state.waiting.count - kept.count
-            state.waiting = kept
-            origins[origin] = state
-            if kept.isEmpty {
-                backlogged.swapAt(index, backlogged.count - 1)
-                backlogged.removeLast()
-            } else {
-                index += 1
-            }
-        }
-        return removed
-    }
-
-    /// When the earliest pause of an origin with waiting jobs ends, so that admission looks again.
-    package func nextPauseEnd(now: UInt64) -> UInt64? {
-        backlogged.compactMap { origins[$0]?.pausedUntil }.filter { $0 > now }.min()
-    }
-
-    /// Whether `origin` is paused now.
-    package func isPaused(_ origin: Origin, now: UInt64) -> Bool {
-        (origins[origin]?.remainingPause(now: now) ?? 0) > 0
-    }
-
-    // MARK: - Observation
-
-    /// One origin as `/origins` shows it.
-    package struct OriginSnapshot: Sendable, Equatable {
-        package var origin: Origin
-        package var limit: Int
-        package var ceiling: Int?
-        package var inFlight: Int
-        package var waiting: Int
-        package var pausedForSeconds: Double?
-        package var latencyBaselineMilliseconds: Double?
-        package var overloadResponses: Int
-        package var slowStart: Bool
-    }
-
-    /// The `count` busiest origins (running plus waiting jobs), busiest first.
-    package func busiest(_ count: Int, now: UInt64) -> [OriginSnapshot] {
-        origins.sorted { ($0.value.inFlight + $0.value.waiting.count, $1.key.description) > ($1.value.inFlight + $1.value.waiting.count, $0.key.description) }
-            .prefix(count)
-            .map { origin, state in
-                let pause = state.remainingPause(now: now)
-                return OriginSnapshot(
-                    origin: origin, limit: limit(state), ceiling: state.limiter.ceiling, inFlight: state.inFlight,
-                    waiting: state.waiting.count, pausedForSeconds: pause > 0 ? Double(pause) / 1e9 : nil,
-                    latencyBaselineMilliseconds: state.limiter.baselineNanoseconds.map { $0 / 1e6 },
-                    overloadResponses: state.overloadResponses, slowStart: state.limiter.phase == .slowStart)
-            }
-    }
-
-    /// Origins the scheduler knows, paused origins, and every known origin's limit.
-    package func gauges(now: UInt64) -> (known: Int, paused: Int, limits: [Int]) {
-        var paused = 0
-        var limits: [Int] = []
-        limits.reserveCapacity(origins.count)
-        for state in origins.values {
-            if state.remainingPause(now: now) > 0 { paused += 1 }
-            limits.append(limit(state))
-        }
-        return (origins.count, paused, limits)
     }
 }
 

@@ -137,6 +137,11 @@ package struct WorkerConfiguration: Sendable, Equatable {
         package var maxWait: Double = 1
         /// `scheduler.max_retry_after`: the longest pause a `Retry-After` sets, in seconds.
         package var maxRetryAfter: Double = 300
+        /// `scheduler.overload_pause`: the first pause after a 429 or 503 without `Retry-After`,
+        /// in seconds; it doubles with each further refusal. 0: such a refusal only cuts the limit.
+        package var overloadPause: Double = 1
+        /// `scheduler.max_overload_pause`: the longest pause that backoff reaches, in seconds.
+        package var maxOverloadPause: Double = 60
         /// `scheduler.probe_interval`: seconds a known ceiling holds an origin's limit below it.
         package var probeInterval: Double = 30
         /// `scheduler.defer_delays`: the delay queues for deferral, in seconds; the n-th deferral

@@ -17,9 +17,9 @@ package final class OriginMetrics: Sendable {
         active = registry.makeGauge(name: "image_fetch_origins_active",
                                     help: "Origins the scheduler keeps state for (recently active).")
         paused = registry.makeGauge(name: "image_fetch_origins_paused",
-                                    help: "Origins paused by a Retry-After right now.")
+                                    help: "Origins paused right now, by a Retry-After or after a refusal without one.")
         deferrals = registry.makeCounter(name: "image_fetch_deferrals_total",
-                                         help: "Jobs republished to a delay queue because their origin was busy or paused.")
+                                         help: "Jobs republished to a delay queue because their origin was paused or slow.")
         limitCuts = registry.makeCounter(name: "image_fetch_origin_limit_cuts_total",
                                          help: "Times an origin's concurrency limit was cut on an overload signal.")
         let help = "Responses 429 and 503 from origins, by status."
@@ -35,15 +35,18 @@ package final class OriginMetrics: Sendable {
 
     /// `image_fetch_origin_limit`: how many known origins have a limit up to each bound, as of now
     /// (a snapshot: read it with `histogram_quantile` directly, not over `rate`).
-    static func limitHistogram(_ limits: [Int]) -> [UInt8] {
+    /// `limits`: how many origins have each limit (the scheduler counts them as limits change).
+    static func limitHistogram(_ limits: [(limit: Int, origins: Int)]) -> [UInt8] {
         var text = "# HELP image_fetch_origin_limit Concurrency limits of the known origins, as of the scrape.\n"
         text += "# TYPE image_fetch_origin_limit histogram\n"
         for bound in limitBuckets {
-            text += "image_fetch_origin_limit_bucket{le=\"\(bound)\"} \(limits.count { $0 <= bound })\n"
+            let count = limits.reduce(0) { $0 + ($1.limit <= bound ? $1.origins : 0) }
+            text += "image_fetch_origin_limit_bucket{le=\"\(bound)\"} \(count)\n"
         }
-        text += "image_fetch_origin_limit_bucket{le=\"+Inf\"} \(limits.count)\n"
-        text += "image_fetch_origin_limit_sum \(limits.reduce(0, +))\n"
-        text += "image_fetch_origin_limit_count \(limits.count)\n"
+        let count = limits.reduce(0) { $0 + $1.origins }
+        text += "image_fetch_origin_limit_bucket{le=\"+Inf\"} \(count)\n"
+        text += "image_fetch_origin_limit_sum \(limits.reduce(0) { $0 + $1.limit * $1.origins })\n"
+        text += "image_fetch_origin_limit_count \(count)\n"
         return Array(text.utf8)
     }
 }

@@ -61,8 +61,14 @@ extension Worker {
             // Most URLs pass unchanged: then the job's string is shared instead of kept twice
             // for every prefetched job.
             context.fetchURL = url.url == job.url ? job.url : url.url
-            admission.submit(context, origin: Origin(url))
+            admission.submit(context, origin: Origin(url), deferredBefore: Self.comesBackFromDeferral(delivery))
         }
+    }
+
+    /// Whether the delivery carries `x-deferrals`: its origin's demand counted it when it first came.
+    static func comesBackFromDeferral(_ delivery: Delivery) -> Bool {
+        guard let count = delivery.properties.headers[OutcomePolicy.deferralsHeader] else { return false }
+        return (count.intValue ?? 1) > 0
     }
 
     /// A job answered without a fetch still counts in flight until it settles.

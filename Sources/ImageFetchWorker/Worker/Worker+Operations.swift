@@ -61,6 +61,12 @@ extension Worker {
                         "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
                     ])
                 }
+            case .backedOff(let origin, let seconds):
+                if originLog.shouldLog(origin, "pause") {
+                    logger.notice("origin paused after a refusal without Retry-After", metadata: [
+                        "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
+                    ])
+                }
             }
         }
     }
@@ -77,8 +83,11 @@ extension Worker {
         timer.schedule(deadline: .now() + min(interval, 1), repeating: interval, leeway: .milliseconds(100))
         timer.setEventHandler { [unowned self] in
             for name in names {
-                session.queueDepth(name) { [stats] depth in
-                    if let depth { stats.metrics.depth(queue: name, ready: depth.messages, consumers: depth.consumers) }
+                session.queueDepth(name) { [stats, admission, jobs = configuration.queue.jobs] depth in
+                    guard let depth else { return }
+                    stats.metrics.depth(queue: name, ready: depth.messages, consumers: depth.consumers)
+                    // Jobs ready behind the window: a paused origin alone may give its jobs up.
+                    if name == jobs { admission?.queueSampled(ready: depth.messages) }
                 }
             }
         }

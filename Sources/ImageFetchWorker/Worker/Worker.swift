@@ -105,6 +105,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         settings.adaptive = scheduler.adaptive
         settings.maxWaitNanoseconds = UInt64(scheduler.maxWait * 1e9)
         settings.maxPauseNanoseconds = UInt64(scheduler.maxRetryAfter * 1e9)
+        settings.overloadPauseNanoseconds = UInt64(scheduler.overloadPause * 1e9)
+        settings.maxOverloadPauseNanoseconds = UInt64(scheduler.maxOverloadPause * 1e9)
         return settings
     }
 
@@ -175,6 +177,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             session.queue.async { [self] in
                 let waiting = takeWaitingJobs()
                 for context in waiting { session.nackOnQueue(context.delivery, requeue: true) }
+                // Each held the group since admission took it in (docs/architecture.md).
+                for _ in waiting { inFlight.leave() }
                 stats.skippedAdmission(waiting.count)
                 stats.handedBack(waiting.count)
                 if !waiting.isEmpty {
@@ -245,7 +249,9 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
         // them, so they must not be worked on (their tags can never be acked).
-        let dropped = takeWaitingJobs().count
+        let waiting = takeWaitingJobs()
+        for _ in waiting { inFlight.leave() }
+        let dropped = waiting.count
         if dropped > 0 {
             stats.skippedAdmission(dropped)
             logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])

@@ -9,7 +9,8 @@ import Testing
 
     static func scheduler(concurrency: Int = 32, initial: Int? = nil, window: Int = 64) -> OriginScheduler<String> {
         OriginScheduler(settings: .init(
-            limiter: .init(minLimit: 1, maxLimit: concurrency, initialLimit: initial ?? concurrency), window: window))
+            limiter: .init(minLimit: 1, maxLimit: concurrency, initialLimit: initial ?? concurrency), window: window),
+            jitter: { 0.5 })
     }
 
     /// Takes up to `permits` jobs, as admission does with that many free global permits.
@@ -81,7 +82,7 @@ import Testing
         #expect(scheduler.next(now: 3_010 * Self.ms) != nil)
     }
 
-    @Test func aRefusalWithoutRetryAfterCutsTheLimitButPausesNothing() {
+    @Test func aRefusalWithoutRetryAfterCutsTheLimitAndBacksOff() {
         var scheduler = Self.scheduler(initial: 16)
         for index in 0..<40 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
         let started = Self.take(&scheduler, 32)
@@ -89,9 +90,12 @@ import Testing
         let events = scheduler.finished(started[12].slot, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
                                                                         durationNanoseconds: Self.ms, retryAfterSeconds: nil),
                                         now: Self.ms)
-        #expect(events == [.limitCut(Self.a, OriginLimiter.Cut(from: 16, to: 8, signal: .tooManyRequests))])
-        #expect(scheduler.hasStartable(now: Self.ms) == false)  // 15 running over a limit of 8
-        #expect(!scheduler.isPaused(Self.a, now: Self.ms))
+        // The first step of the backoff: 1 s, of which the upper half is jitter (0.5 here).
+        #expect(events == [.limitCut(Self.a, OriginLimiter.Cut(from: 16, to: 8, signal: .tooManyRequests)),
+                           .backedOff(Self.a, seconds: 0.75)])
+        #expect(scheduler.hasStartable(now: Self.ms) == false)  // 15 running over a limit of 8, and paused
+        #expect(scheduler.isPaused(Self.a, now: 750 * Self.ms))
+        #expect(!scheduler.isPaused(Self.a, now: 751 * Self.ms))
     }
 
     @Test func aBusyOriginsJobsLeaveTheWindowWhenAnotherOriginIsActive() {
@@ -114,7 +118,7 @@ import Testing
         #expect(scheduler.next(now: 2_004 * Self.ms)?.origin == Self.b)
     }
 
-    @Test func aPausedOriginsNewJobsLeaveAtOnceWhenOthersAreActive() {
+    @Test func aPausedOriginsNewJobsLeaveOnceTheWindowIsHalfFullAndOthersAreActive() {
         var scheduler = Self.scheduler(concurrency: 4, window: 8)
         _ = scheduler.enqueue("b0", origin: Self.b, now: 0)
         _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
@@ -123,12 +127,17 @@ import Testing
         _ = scheduler.finished(aStart.slot, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
                                                           durationNanoseconds: Self.ms, retryAfterSeconds: 30), now: Self.ms)
         _ = scheduler.sweep(now: Self.ms)
-        for index in 1...4 { #expect(scheduler.enqueue("a\(index)", origin: Self.a, now: 2 * Self.ms) == nil) }
-        // Past its share of the window (8 / 2 origins), a job for the paused origin leaves, for at
+        // While the window has room the broker can deliver B's jobs anyway: A's stay.
+        for index in 1...3 { #expect(scheduler.enqueue("a\(index)", origin: Self.a, now: 2 * Self.ms) == nil) }
+        // Half full (B's running job and A's three), a job for the paused origin leaves, for at
         // least the rest of the pause.
-        let deferral = scheduler.enqueue("a5", origin: Self.a, now: 2 * Self.ms)
-        #expect(deferral?.element == "a5")
+        let deferral = scheduler.enqueue("a4", origin: Self.a, now: 2 * Self.ms)
+        #expect(deferral?.element == "a4")
+        #expect(deferral?.reason == .paused)
         #expect((deferral?.atLeastSeconds ?? 0) > 29.9)
+        // …and the sweep gives up those that waited, newest first, until the window is less than
+        // half full again.
+        #expect(scheduler.sweep(now: 3 * Self.ms).map(\.element) == ["a3"])
     }
 
     @Test func aDrainTakesEveryWaitingJob() {
@@ -163,20 +172,5 @@ import Testing
         #expect(report.map(\.origin) == [Self.a])
         #expect(report.first?.waiting == 3)
         #expect(report.first?.slowStart == true)
-    }
-
-    /// The fix for the drain race: the group is entered before a job leaves the scheduler, and
-    /// left when none does.
-    @Test func admissionEntersTheGroupBeforeTakingAJob() {
-        var calls: [String] = []
-        let taken = Admission<String>.takeNext(enter: { calls.append("enter") }, leave: { calls.append("leave") },
-                                               next: { calls.append("next"); return "job" })
-        #expect(taken == "job")
-        #expect(calls == ["enter", "next"])
-        calls.removeAll()
-        let none = Admission<String>.takeNext(enter: { calls.append("enter") }, leave: { calls.append("leave") },
-                                              next: { () -> String? in calls.append("next"); return nil })
-        #expect(none == nil)
-        #expect(calls == ["enter", "next", "leave"])
     }
 }

@@ -9,7 +9,8 @@ import Synchronization
 /// ``TestOrigin/okBody`` (a PNG) after ``Behaviour/delay``, unless the behaviour refuses it:
 /// - with a ``Behaviour/capacity``, a request that arrives while that many are being served gets
 ///   429 at once, with ``Behaviour/retryAfter`` if set;
-/// - the first ``Behaviour/unavailableFirst`` requests get 503 with ``Behaviour/retryAfter``.
+/// - the first ``Behaviour/unavailableFirst`` requests get 503 with ``Behaviour/retryAfter``;
+/// - the next ``Behaviour/tooManyFirst`` requests get 429 with ``Behaviour/retryAfter``.
 ///
 /// It logs each request's arrival time and answer, by its own clock, so that tests can time the
 /// worker's behaviour where it matters: at the origin.
@@ -19,6 +20,7 @@ final class SchedulingOrigin: Sendable {
         var capacity: Int?
         var retryAfter: String?
         var unavailableFirst = 0
+        var tooManyFirst = 0
     }
 
     struct Request: Sendable {
@@ -68,6 +70,13 @@ final class SchedulingOrigin: Sendable {
 
     func url(_ path: String) -> String { "http://\(host):\(port)\(path)" }
 
+    /// The URL of `path` under another host name, which the worker maps to this origin with
+    /// `fetch.resolve` (``resolve(_:)``): a distinct origin to the worker, served here.
+    func url(_ path: String, name: String) -> String { "http://\(name):\(port)\(path)" }
+
+    /// `fetch.resolve` entries that map `names` to this origin.
+    func resolve(_ names: [String]) -> String { names.map { "\($0):\(port):\(host)" }.joined(separator: ",") }
+
     var log: Log { state.log.withLock { $0 } }
 
     func shutdown() async throws {
@@ -90,6 +99,8 @@ private final class OriginState: Sendable {
             var status = 200
             if log.requests.count < behaviour.unavailableFirst {
                 status = 503
+            } else if log.requests.count < behaviour.unavailableFirst + behaviour.tooManyFirst {
+                status = 429
             } else if let capacity = behaviour.capacity, log.serving >= capacity {
                 status = 429
             }
