@@ -16,8 +16,8 @@ them (pika's own decoder turns floats into integers, for one).
                                                      URLS is comma-separated, tried in turn, and the
                                                      consumer reconnects after a lost connection
   amqp-peer.py proxy PORT UPSTREAM_HOST:PORT NTH    a TCP proxy on 127.0.0.1:PORT to the broker that
-                                                     breaks the protocol once: on its first connection,
-                                                     the NTH basic.deliver gets the tag of the one
+                                                     breaks the protocol once: on the first connection
+                                                     that gets that far, the NTH basic.deliver gets the tag of the one
                                                      before (a tag that does not increase); later
                                                      connections pass
                                                      untouched. Prints "ready" when it listens.
@@ -107,6 +107,9 @@ def _pipe(source, sink):
             pass
 
 
+_tampered = []
+
+
 def _tamper(source, sink, nth):
     """Copies the broker's frames, giving the NTH basic.deliver the tag of the one before."""
     buffer = b""
@@ -128,7 +131,8 @@ def _tamper(source, sink, nth):
                 if frame_type == 1 and frame[7:11] == b"\x00\x3c\x00\x3c":  # basic.deliver
                     delivers += 1
                     tag_at = 11 + 1 + frame[11]  # after the consumer tag (a short string)
-                    if delivers == nth:
+                    if delivers == nth and not _tampered:
+                        _tampered.append(True)
                         frame[tag_at:tag_at + 8] = previous
                     previous = bytes(frame[tag_at:tag_at + 8])
                 out += bytes(frame)
@@ -150,13 +154,12 @@ def proxy(port, upstream, nth):
     listener.bind(("127.0.0.1", port))
     listener.listen(16)
     print("ready", flush=True)
-    connections = 0
     while True:
         client, _ = listener.accept()
         server = socket.create_connection((host, int(upstream_port)))
-        connections += 1
-        inbound = threading.Thread(target=_tamper if connections == 1 else _pipe,
-                                   args=(server, client, nth) if connections == 1 else (server, client), daemon=True)
+        # Every connection is watched until one delivery has been tampered with (a probe that
+        # only checks the port is a connection too); the later ones pass untouched.
+        inbound = threading.Thread(target=_tamper, args=(server, client, nth), daemon=True)
         inbound.start()
         threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
 

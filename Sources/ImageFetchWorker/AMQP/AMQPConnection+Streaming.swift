@@ -52,6 +52,8 @@ extension AMQPConnection {
         frame.payload.body_fragment = amqp_bytes_t(len: fragment.count,
                                                    bytes: UnsafeMutableRawPointer(mutating: fragment.baseAddress))
         let status = amqp_send_frame(state, &frame)
-        if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.publish body (streamed)") }
+        if status != AMQP_STATUS_OK.rawValue {
+            throw AMQPError.status(status, operation: "basic.publish body (streamed)")
+        }
     }
 }

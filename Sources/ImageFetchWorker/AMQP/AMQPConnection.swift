@@ -262,7 +262,8 @@ package final class AMQPConnection {
         var scratch = [UInt8](repeating: 0, count: max(room, 0))
         let encoded = scratch.withUnsafeMutableBytes { buffer in
             withUnsafeMutablePointer(to: &properties) {
-                amqp_encode_properties(UInt16(AMQP_BASIC_CLASS), $0, amqp_bytes_t(len: buffer.count, bytes: buffer.baseAddress))
+                let output = amqp_bytes_t(len: buffer.count, bytes: buffer.baseAddress)
+                return amqp_encode_properties(UInt16(AMQP_BASIC_CLASS), $0, output)
             }
         }
         if encoded < 0 { throw refuse("its properties do not fit in a frame (\(room) bytes)") }

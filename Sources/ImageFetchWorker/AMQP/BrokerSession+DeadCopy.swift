@@ -117,7 +117,8 @@ extension BrokerSession {
         let count = deadCopies.forward(tag: tag, fragment: fragment.count)
         guard count > 0, let connection else { return }
         do {
-            try connection.sendBody(channel: Self.deadCopyChannel, UnsafeRawBufferPointer(rebasing: fragment.prefix(count)))
+            let part = UnsafeRawBufferPointer(rebasing: fragment.prefix(count))
+            try connection.sendBody(channel: Self.deadCopyChannel, part)
         } catch {
             handleLoss(error)
         }
@@ -146,10 +147,10 @@ extension BrokerSession {
             }
         case AMQP_FRAME_HEADER:
             // A returned copy's header: its x-publish-seq says which.
-            let decoded = frame.payload.properties.decoded?.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
-            if let sequence = decoded.map(AMQPProperties.init(decoding:))?.headers[Self.publishSequenceHeader]?.intValue,
-                sequence > 0
-            {
+            let decoded = frame.payload.properties.decoded?
+                .assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
+            let headers = decoded.map(AMQPProperties.init(decoding:))?.headers
+            if let sequence = headers?[Self.publishSequenceHeader]?.intValue, sequence > 0 {
                 deadCopies.returned(sequence: UInt64(sequence))
             }
         default:

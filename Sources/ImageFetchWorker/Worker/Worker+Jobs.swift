@@ -361,9 +361,10 @@ extension Worker {
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - receipt.receivedAt) / 1e6
         var result = JobResult(job: job, status: .failed, durationMs: elapsed, worker: hostName,
                                finishedAt: Date().timeIntervalSince1970)
-        result.error = JobError(.propertiesTooLarge,
-                                "the job's properties leave no room in a frame for the worker's headers; dead-lettered as it came",
-                                retryable: false)
+        result.error = JobError(
+            .propertiesTooLarge,
+            "the job's properties leave no room in a frame for the worker's headers; dead-lettered as it came",
+            retryable: false)
         session.publishOnQueue(policy.resultMessage(result, job: job)) { [self] outcome in
             guard outcome != .connectionLost else {
                 stats.finished()
