@@ -5,12 +5,31 @@ It moves header tables as raw wire bytes, so the tests compare bytes, not what a
 them (pika's own decoder turns floats into integers, for one).
 
   amqp-peer.py publish URL QUEUE BODY_FILE HEADERS_HEX   publish the file's bytes persistent, with the raw header table
-                                                     (its 4-byte length included), wait for the confirm
+                                                     (its 4-byte length included; "@FILE": the hex is in
+                                                     FILE), wait for the confirm
   amqp-peer.py get URL QUEUE                        take one message (acked); print JSON
                                                      {"headers_hex": ..., "body_hex": ...}, or {} if empty
+  amqp-peer.py depth URL QUEUE                      print the queue's ready count (passive declare), or
+                                                     -1 when the queue does not exist
+  amqp-peer.py collect URLS QUEUE OUT_FILE          consume QUEUE until SIGTERM, appending each body to
+                                                     OUT_FILE as one base64 line (flushed before the ack);
+                                                     URLS is comma-separated, tried in turn, and the
+                                                     consumer reconnects after a lost connection
+  amqp-peer.py proxy PORT UPSTREAM_HOST:PORT NTH    a TCP proxy on 127.0.0.1:PORT to the broker that
+                                                     breaks the protocol once: on the first connection
+                                                     that gets that far, the NTH basic.deliver gets the tag of the one
+                                                     before (a tag that does not increase); later
+                                                     connections pass
+                                                     untouched. Prints "ready" when it listens.
 """
+import base64
 import json
+import signal
+import socket
+import struct
 import sys
+import threading
+import time
 
 import pika
 import pika.data
@@ -45,14 +64,127 @@ def _encode_raw_table(pieces, table):
     return _encode_table(pieces, table)
 
 
+def collect(urls, queue, out_path):
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    parameters = [pika.URLParameters(url) for url in urls.split(",")]
+    with open(out_path, "ab") as out:
+        while not stopping:
+            try:
+                connection = pika.BlockingConnection(parameters)
+                channel = connection.channel()
+                channel.basic_qos(prefetch_count=500)
+                for method, _, body in channel.consume(queue, inactivity_timeout=0.2):
+                    if stopping:
+                        break
+                    if method is None:
+                        continue
+                    out.write(base64.b64encode(body) + b"\n")
+                    out.flush()
+                    channel.basic_ack(method.delivery_tag)
+                try:
+                    connection.close()
+                except pika.exceptions.AMQPError:
+                    pass
+            except pika.exceptions.AMQPError:
+                # A lost node, a restart, or a queue not declared yet: try again.
+                time.sleep(0.2)
+
+
+def _pipe(source, sink):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    for end in (source, sink):
+        try:
+            end.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+_tampered = []
+
+
+def _tamper(source, sink, nth):
+    """Copies the broker's frames, giving the NTH basic.deliver the tag of the one before."""
+    buffer = b""
+    delivers = 0
+    previous = b"\x00" * 7 + b"\x01"
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            buffer += data
+            out = b""
+            while len(buffer) >= 7:
+                frame_type, _, size = struct.unpack(">BHI", buffer[:7])
+                if len(buffer) < 8 + size:
+                    break
+                frame = bytearray(buffer[:8 + size])
+                buffer = buffer[8 + size:]
+                if frame_type == 1 and frame[7:11] == b"\x00\x3c\x00\x3c":  # basic.deliver
+                    delivers += 1
+                    tag_at = 11 + 1 + frame[11]  # after the consumer tag (a short string)
+                    if delivers == nth and not _tampered:
+                        _tampered.append(True)
+                        frame[tag_at:tag_at + 8] = previous
+                    previous = bytes(frame[tag_at:tag_at + 8])
+                out += bytes(frame)
+            if out:
+                sink.sendall(out)
+    except OSError:
+        pass
+    for end in (source, sink):
+        try:
+            end.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def proxy(port, upstream, nth):
+    host, upstream_port = upstream.rsplit(":", 1)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    print("ready", flush=True)
+    while True:
+        client, _ = listener.accept()
+        server = socket.create_connection((host, int(upstream_port)))
+        # Every connection is watched until one delivery has been tampered with (a probe that
+        # only checks the port is a connection too); the later ones pass untouched.
+        inbound = threading.Thread(target=_tamper, args=(server, client, nth), daemon=True)
+        inbound.start()
+        threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
+
+
 def main(argv):
+    # A child of the test process inherits its blocked signals: without this, SIGTERM stays pending.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     command, url, queue = argv[1], argv[2], argv[3]
+    if command == "proxy":
+        proxy(int(url), queue, int(argv[4]))
+        return
+    if command == "collect":
+        collect(url, queue, argv[4])
+        return
     connection = pika.BlockingConnection(pika.URLParameters(url))
     channel = connection.channel()
     if command == "publish":
         with open(argv[4], "rb") as file:
             body = file.read()
-        headers = bytes.fromhex(argv[5])
+        # "@FILE": the hex is in FILE (a table near frame_max is over the argument limit).
+        if argv[5].startswith("@"):
+            with open(argv[5][1:]) as file:
+                headers = bytes.fromhex(file.read().strip())
+        else:
+            headers = bytes.fromhex(argv[5])
         pika.data.encode_table = _encode_raw_table
         pika.spec.data.encode_table = _encode_raw_table
         channel.confirm_delivery()
@@ -68,6 +200,12 @@ def main(argv):
             # The last table decoded for the header frame is the properties' headers.
             print(json.dumps({"headers_hex": _raw_tables[0].hex() if properties.headers is not None else "",
                               "body_hex": body.hex()}))
+    elif command == "depth":
+        try:
+            print(channel.queue_declare(queue, passive=True).method.message_count)
+        except pika.exceptions.ChannelClosedByBroker:
+            print(-1)
+            return
     else:
         sys.exit("unknown command " + command)
     connection.close()

@@ -57,4 +57,36 @@ import Testing
         #expect(bytes.len == 80)
         #expect(arena.bytes("").len == 0)
     }
+
+    /// The publish path skips encoding the properties to learn their size when the arena's bound
+    /// proves they fit (``AMQPArena/bytesHandedOut`` + 20): the bound must hold for every shape,
+    /// most of all many tiny entries, where the wire overhead is largest against the payload.
+    @Test func encodedPropertiesNeverExceedTheArenasBound() {
+        var shapes: [[String: AMQPFieldValue]] = [Self.headers, [:]]
+        var tiny: [String: AMQPFieldValue] = [:]
+        for index in 0..<500 { tiny["\(index)"] = index % 3 == 0 ? .void : (index % 3 == 1 ? .string("") : .array([])) }
+        shapes.append(tiny)
+        shapes.append(["a": .array((0..<300).map { $0 % 2 == 0 ? .void : .array([]) })])
+        shapes.append(["t": .table(["": .table([:]), "x": .bytes([]), "d": .decimal(scale: 1, value: 2)])])
+        shapes.append(["big": .longString(Array(repeating: 0x41, count: 100_000)), "n": .double(1.5)])
+        var scratch = [UInt8](repeating: 0, count: 1 << 20)
+        for shape in shapes {
+            var properties = AMQPProperties()
+            properties.contentType = ""
+            properties.messageID = "m"
+            properties.correlationID = String(repeating: "c", count: 255)
+            properties.replyTo = "r"
+            properties.persistent = true
+            properties.timestamp = 1
+            properties.priority = 9
+            properties.headers = shape
+            let arena = AMQPArena()
+            var encoded = properties.encode(in: arena)
+            let bound = arena.bytesHandedOut + 20
+            let size = scratch.withUnsafeMutableBytes { buffer in
+                amqp_encode_properties(UInt16(AMQP_BASIC_CLASS), &encoded, amqp_bytes_t(len: buffer.count, bytes: buffer.baseAddress))
+            }
+            #expect(size > 0 && Int(size) <= bound, "\(shape.count) entries: \(size) bytes encoded, bound \(bound)")
+        }
+    }
 }

@@ -99,4 +99,29 @@ import Testing
         #expect(tracker.pendingCount == 0)
         #expect(tracker.nextSequence == 10_001)
     }
+
+    /// A publish that never went out (it could not be encoded) gives its number back: the broker
+    /// numbers only what it receives.
+    @Test func aWithdrawnPublishGivesItsSequenceBack() {
+        var tracker = ConfirmTracker<String>()
+        let value1 = tracker.published("a")
+        #expect(value1 == 1)
+        let value2 = tracker.published("b")
+        #expect(value2 == 2)
+        let value3 = tracker.withdrawLast()
+        #expect(value3 == "b")
+        #expect(tracker.pendingCount == 1)
+        let value4 = tracker.published("c")
+        #expect(value4 == 2)
+        let answered = tracker.confirm(sequence: 2, multiple: true, ack: true)
+        #expect(answered.map(\.0) == ["a", "c"])
+        let value5 = tracker.withdrawLast()
+        #expect(value5 == nil)
+        let value6 = tracker.published("d")
+        #expect(value6 == 3)
+        let value7 = tracker.withdrawLast()
+        #expect(value7 == "d")
+        let value8 = tracker.published("e")
+        #expect(value8 == 3)
+    }
 }

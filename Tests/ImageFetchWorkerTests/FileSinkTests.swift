@@ -124,6 +124,46 @@ fileprivate extension ImageSink {
         #expect(readFile(String(path)) == Self.body)
     }
 
+    /// A keyed job must not plant bytes at another image's content address: the image that owns
+    /// the address, stored later without a key, must get a location that holds its own bytes.
+    @Test func aKeyedJobCannotPlantBytesAtAnotherImagesContentAddress() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false)
+        let victimAddress = "5e/\(Self.sha).png"
+        let planted = [UInt8](repeating: 0x42, count: Self.body.count)  // same size, other bytes
+        let otherSha = "77" + String(repeating: "0b", count: 31)
+        let keyed = try await sink.store(request(key: victimAddress, body: planted, sha256: otherSha)).get()
+        #expect(keyed.location != "file://" + sink.root + "/" + victimAddress)
+        let keptItsOwn = readFile(String(try #require(keyed.location).dropFirst("file://".count))) == planted
+        #expect(keptItsOwn)
+
+        let victim = try await sink.store(request(key: nil)).get()
+        #expect(victim.location == "file://" + sink.root + "/" + victimAddress)
+        let holdsItsOwnBytes = readFile(sink.root + "/" + victimAddress) == Self.body
+        #expect(holdsItsOwnBytes)
+    }
+
+    /// Bytes already at a content address that are not the image's (written by hand, or by a
+    /// version that let keys into that namespace) are replaced, not trusted for their size.
+    @Test func sameSizeOtherBytesAtTheContentAddressAreReplaced() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false)
+        let path = sink.root + "/5e/\(Self.sha).png"
+        #expect(mkdir(sink.root + "/5e", 0o755) == 0)
+        let fd = open(path, O_CREAT | O_WRONLY, 0o644)
+        #expect(fd >= 0)
+        let planted = [UInt8](repeating: 0x42, count: Self.body.count)
+        #expect(planted.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == planted.count)
+        close(fd)
+
+        let stored = try await sink.store(request(key: nil)).get()
+        #expect(stored.location == "file://" + path)
+        let replaced = readFile(path) == Self.body
+        #expect(replaced)
+    }
+
     @Test(arguments: [true, false])
     func storesUnderSanitisedKey(fsync: Bool) async throws {
         let folder = TemporaryFolder()

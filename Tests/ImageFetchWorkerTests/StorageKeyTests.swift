@@ -56,4 +56,26 @@ import Testing
         #expect(request("../etc/passwd").resolvedKey == "cc/\(sha).gif")
         #expect(request("/a/b.gif").resolvedKey == "a/b.gif")
     }
+
+    /// Content addresses belong to the bytes they name: a key shaped like one is used only when it
+    /// is this image's own, so no job can put bytes where another image's result points (S3 and
+    /// file sinks both store under ``StorageRequest/resolvedKey``).
+    @Test func keysShapedLikeAContentAddressAreReserved() {
+        let sha = String(repeating: "c", count: 64)
+        let other = "ab" + String(repeating: "0", count: 62)
+        let info = ImageInfo(format: .gif, width: 1, height: 1)
+        func request(_ hint: String?) -> StorageRequest {
+            StorageRequest(body: [1], sha256: sha, info: info, keyHint: hint, jobID: "j", sourceURL: "http://x/")
+        }
+        let own = "cc/\(sha).gif"
+        #expect(request(own).resolved.key == own)
+        #expect(request(own).resolved.isContentAddress)
+        for hint in ["ab/\(other).png", "/ab/\(other).gif", "ab/\(other)", "ab/\(other).png/x", "cc/\(sha).png"] {
+            #expect(request(hint).resolvedKey == own, "\(hint)")
+        }
+        // Not the content-address shape: usable as before.
+        for hint in ["AB/\(other).png", "x/ab/\(other).png", "ab/\(other.prefix(63)).png", "abc/\(other).png"] {
+            #expect(request(hint).resolvedKey == hint, "\(hint)")
+        }
+    }
 }

@@ -101,10 +101,94 @@ struct AMQPContractTests {
         #expect(message.body == Array(large.utf8))
         let headers = try #require(WireTable.split(message.headers))
         #expect(headers["p-marker"] == Self.longString("kept"))
-        #expect(headers["x-death"] != nil, "the broker's dead-lettering adds x-death")
+        // The worker's own dead copy, streamed as the job's frames came, says why.
+        #expect(headers["x-error-code"] == Self.longString("job_too_large"))
+        #expect(headers["x-error-message"].map { String(decoding: $0.dropFirst(5), as: UTF8.self).contains("queue.max_job_bytes") } == true)
         #expect(worker.log.contains("job_too_large"))
         #expect(worker.isRunning)
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// A job whose properties nearly fill a frame fits, but its retry copy (the same properties
+    /// plus the worker's headers) does not. That copy's failure is the job's alone: no reconnect,
+    /// no redelivery loop; the original goes to the dead-letter queue as it came, and a result
+    /// with `properties_too_large` says why. Published, read and checked through pika.
+    @Test(.timeLimit(.minutes(2)))
+    func aCopyThatDoesNotFitInAFrameFailsOnlyItsJob() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("bigprops")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        // 131,072 (frame_max) - 20 (frame header and fixed fields) - ~35 (this table and the other
+        // properties): about 50 bytes to spare, fewer than any copy adds.
+        let big = String(repeating: "b", count: 130_967)
+        let body = #"{"id":"bigprops","url":"\#(origin.url("/status/503"))"}"#
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body,
+                             headers: WireTable.encode([("x-big", Self.longString(big))]))
+        let ids = (0..<3).map { "after\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(await eventually(timeout: 30) { results.objects.count >= 4 }, "log:\n\(worker.log.suffix(3000))")
+        let failed = try #require(results.objects.first { $0["id"] as? String == "bigprops" })
+        #expect(failed["status"] as? String == "failed")
+        #expect((failed["error"] as? [String: Any])?["code"] as? String == "properties_too_large")
+        #expect(Set(results.objects.filter { $0["status"] as? String == "ok" }.compactMap { $0["id"] as? String }) == Set(ids))
+        var dead: (headers: [UInt8], body: [UInt8])?
+        _ = try await eventually(timeout: 10) {
+            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
+            return dead != nil
+        }
+        let copy = try #require(dead)
+        #expect(copy.body == Array(body.utf8))
+        let headers = try #require(WireTable.split(copy.headers))
+        #expect(headers["x-big"] == Self.longString(big), "the producer's headers reach the dead queue unchanged")
+        #expect(headers["x-death"] != nil)
+        #expect(!worker.log.contains("lost the broker connection"), "log:\n\(worker.log.suffix(3000))")
+        #expect(try AMQPPeer.depth(configuration.queue.jobs) == 0)
+        #expect(results.objects.count == 4, "one result a job")
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// The high-water mark of a process's resident memory (`VmHWM`), in bytes.
+    static func peakResidentBytes(_ pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return nil }
+        return line.split(separator: " ").dropFirst().first.flatMap { Int($0) }.map { $0 * 1024 }
+    }
+
+    /// A job far over `queue.max_job_bytes` costs the worker a frame or two of memory, not its size:
+    /// its frames are dropped as they are read, not held until the whole message is in.
+    @Test(.timeLimit(.minutes(3)))
+    func aHugeJobIsRefusedInAFrameOrTwoOfMemory() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("hugejob")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        let ids = (0..<3).map { "warm\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        #expect(await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 0 })
+        try await Task.sleep(for: .milliseconds(500))
+        let before = try #require(Self.peakResidentBytes(worker.process.processIdentifier))
+
+        let size = 64 << 20
+        let huge = #"{"id":"huge","url":"\#(origin.url("/ok.png"))","padding":""# + String(repeating: "x", count: size) + #""}"#
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: huge, headers: WireTable.encode([]))
+        #expect(await eventually(timeout: 60) { (try? TestBroker.ready(configuration, queue: configuration.queue.dead)) == 1 },
+                "log:\n\(worker.log.suffix(2000))")
+        let after = try #require(Self.peakResidentBytes(worker.process.processIdentifier))
+        #expect(try AMQPPeer.depth(configuration.queue.jobs) == 0, "the original is settled")
+        print("peak RSS before the 64 MiB job: \(before >> 10) KiB, after: \(after >> 10) KiB")
+        #expect(after - before < 8 << 20, "peak RSS rose by \((after - before) >> 10) KiB for a job refused unread")
+        #expect(worker.isRunning)
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
     }

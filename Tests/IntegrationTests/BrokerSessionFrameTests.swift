@@ -62,4 +62,48 @@ struct BrokerSessionFrameTests {
             if outcome == nil { break }
         }
     }
+
+    /// Counts the connections the session made and lost.
+    final class ConnectionWatcher: BrokerSessionDelegate, Sendable {
+        private let counts = Mutex((connects: 0, losses: 0))
+        var connects: Int { counts.withLock { $0.connects } }
+        var losses: Int { counts.withLock { $0.losses } }
+        func session(_ session: BrokerSession, didReceive delivery: Delivery) {}
+        func session(_ session: BrokerSession, didConnect epoch: UInt64) { counts.withLock { $0.connects += 1 } }
+        func session(_ session: BrokerSession, didLoseConnection error: AMQPError) { counts.withLock { $0.losses += 1 } }
+        func session(_ session: BrokerSession, blocked: Bool) {}
+    }
+
+    /// A message whose properties cannot be encoded in one frame (`frame_max`, 128 KiB) is that
+    /// message's failure: it is refused before a byte of it is sent, and the connection, the
+    /// confirms of the other publishes and the deliveries in flight are not touched.
+    @Test(.timeLimit(.minutes(1)))
+    func propertiesOverAFrameFailThatPublishOnly() async throws {
+        let configuration = try TestBroker.configuration("too-large-props")
+        defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let watcher = ConnectionWatcher()
+        let session = BrokerSession(configuration: configuration, logger: Logger(label: "test.session"),
+                                    delegate: watcher, consume: false)
+        try session.start(retrying: false)
+        defer { session.close() }
+        let jobs = configuration.queue.jobs
+
+        let before = OutcomeBox()
+        let tooLarge = OutcomeBox()
+        let after = OutcomeBox()
+        let big = Self.message(to: jobs, headers: ["x-big": .string(String(repeating: "x", count: 140_000))])
+        session.queue.async {
+            session.publishOnQueue(Self.message(to: jobs)) { before.report($0) }
+            session.publishOnQueue(big) { tooLarge.report($0) }
+            session.publishOnQueue(Self.message(to: jobs)) { after.report($0) }
+        }
+        let refused = await tooLarge.wait(timeout: 5)
+        #expect(refused == .unencodable, "\(refused.map { "\($0)" } ?? "never reported")")
+        #expect(await before.wait(timeout: 5) == .confirmed)
+        #expect(await after.wait(timeout: 5) == .confirmed)
+        #expect(watcher.losses == 0)
+        #expect(session.isConnected)
+        #expect(try TestBroker.ready(configuration, queue: jobs) == 2)
+    }
 }

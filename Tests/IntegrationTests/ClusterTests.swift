@@ -24,8 +24,9 @@ struct ClusterTests {
         return try WorkerProcess(environment: environment)
     }
 
-    /// Result bodies by job id: how often each id was answered, and with which status.
-    static func tally(_ collector: QueueCollector) -> (ok: Set<String>, answers: Int, notOK: [String]) {
+    /// Result bodies by job id: how often each id was answered, and with which status. The results
+    /// are read through pika (PeerCollector), not the worker's own AMQP client.
+    static func tally(_ collector: PeerCollector) -> (ok: Set<String>, answers: Int, notOK: [String]) {
         var ok = Set<String>()
         var notOK: [String] = []
         let objects = collector.objects
@@ -48,9 +49,7 @@ struct ClusterTests {
         #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=5&n=\($0)")) }) == ids.count)
         // The collector reads through node 3, which stays up; node 1, which leads the queues (they
         // were declared through it), is the one killed.
-        var collecting = configuration
-        collecting.amqp.urls = try AMQPURL.parseList(cluster.amqpURL(startingAt: 3))
-        let results = try QueueCollector(collecting, queue: configuration.queue.results)
+        let results = try PeerCollector(urls: cluster.amqpURL(startingAt: 3), queue: configuration.queue.results)
         defer { results.close() }
         let extra = ["WORKER_CONCURRENCY": "16", "AMQP_PREFETCH": "\(prefetch)", "AMQP_HEARTBEAT": "5"]
         let workers = try (1...3).map { try Self.worker(configuration, cluster: cluster, node: $0, extra: extra) }
@@ -107,7 +106,7 @@ struct ClusterTests {
         origin.setPace(milliseconds: 100)
         let ids = (0..<4000).map { "m\($0)" }
         #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }) == ids.count)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(urls: cluster.amqpURL(startingAt: 2), queue: configuration.queue.results)
         defer { results.close() }
         let port = try TestBroker.freePort()
         let worker = try Self.worker(configuration, cluster: cluster, node: 2,

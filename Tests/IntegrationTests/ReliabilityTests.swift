@@ -13,12 +13,15 @@ struct ReliabilityTests {
         #expect(status == 0, "rabbitmq.sh \(command) exited \(status)")
     }
 
-    func okIDs(_ collector: QueueCollector) -> Set<String> {
+    // Results and queue depths are read through pika (PeerCollector, AMQPPeer.depth), not the
+    // worker's own AMQP client: a bug shared by the worker's publishing and consuming code would
+    // hide from a collector built on that code.
+    func okIDs(_ collector: PeerCollector) -> Set<String> {
         Set(collector.objects.filter { $0["status"] as? String == "ok" }.compactMap { $0["id"] as? String })
     }
 
     /// Results beyond one per job id: redeliveries whose result had already been confirmed.
-    func duplicates(_ collector: QueueCollector) -> Int {
+    func duplicates(_ collector: PeerCollector) -> Int {
         let ids = collector.objects.compactMap { $0["id"] as? String }
         return ids.count - Set(ids).count
     }
@@ -38,7 +41,7 @@ struct ReliabilityTests {
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<3000).map { "k\($0)" }
         #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=5&n=\($0)")) }) == 3000)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let prefetch = 64
         let environment = TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
@@ -56,7 +59,7 @@ struct ReliabilityTests {
         print("kill -9 (\(queueType)): \(ids.count) jobs, \(results.received.count) results, \(duplicates) duplicates (prefetch \(prefetch))")
         #expect(duplicates <= prefetch, "\(duplicates) duplicates: more than one prefetch window")
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
-        #expect(await eventually(timeout: 10) { (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 0 })
+        #expect(await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 })
         #expect(await second.stop() == 0)
         try await origin.shutdown()
     }
@@ -76,7 +79,7 @@ struct ReliabilityTests {
         try Self.broker("stop")
         try await Task.sleep(for: .seconds(2))
         try Self.broker("start")
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         #expect(await eventually(timeout: 150) { okIDs(results).count == 1000 }, "log:\n\(worker.log.suffix(3000))")
         #expect(okIDs(results) == Set(ids))
@@ -105,7 +108,7 @@ struct ReliabilityTests {
         #expect(await eventually(timeout: 30) { worker.log.contains("lost the broker connection") },
                 "the frozen broker went unnoticed:\n\(worker.log.suffix(2000))")
         try Self.broker("thaw")
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         #expect(await eventually(timeout: 90) { okIDs(results).count == 300 }, "log:\n\(worker.log.suffix(3000))")
         #expect(okIDs(results) == Set(ids))
@@ -121,7 +124,7 @@ struct ReliabilityTests {
         configuration.retry.maxAttempts = 4
         defer { TestBroker.cleanUp(configuration) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "flaky-1", url: origin.url("/flaky?key=a&fail=2"))]) == 1)
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
@@ -153,7 +156,7 @@ struct ReliabilityTests {
         // The dead letter is read through the management API, not the worker's own AMQP client and
         // header decoder, so a bug that both sides share cannot hide.
         let management = try #require(ManagementClient.test, "needs IFW_TEST_MANAGEMENT_URL (scripts/test.sh)")
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "down", url: origin.url("/status/503"))]) == 1)
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
@@ -203,7 +206,7 @@ struct ReliabilityTests {
             }
         }
         #expect(try TestBroker.publish(configuration, bodies: bodies, contentType: nil) == 1100)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
         defer { results.close(); dead.close() }
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
@@ -225,7 +228,7 @@ struct ReliabilityTests {
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<300).map { "q\($0)" }
         #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) }) == 300)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         await results.wait(for: 300, timeout: 60)
@@ -260,8 +263,8 @@ struct ReliabilityTests {
         #expect(Date().timeIntervalSince(started) < 6 + 10)
         try Self.broker("start")
         // No fetch finished, so nothing was answered and every job is back in the queue, ready.
-        let results = try TestBroker.ready(configuration, queue: configuration.queue.results) ?? 0
-        let ready = try TestBroker.ready(configuration, queue: configuration.queue.jobs) ?? 0
+        let results = try AMQPPeer.depth(configuration.queue.results) ?? 0
+        let ready = try AMQPPeer.depth(configuration.queue.jobs) ?? 0
         #expect(results == 0, "\(results) results for fetches that never finished")
         #expect(ready == 100, "\(ready) of 100 jobs back in the queue")
         try await origin.shutdown()
@@ -273,7 +276,7 @@ struct ReliabilityTests {
         let configuration = try TestBroker.configuration("idle")
         defer { TestBroker.cleanUp(configuration) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
             .merging(["AMQP_HEARTBEAT": "2"]) { _, new in new })
@@ -320,7 +323,49 @@ struct ReliabilityTests {
         #expect(copy.object?["id"] as? String == "crashy")
         #expect(origin.stats.requests == 3)
         #expect(worker.log.contains("redelivered too often"))
-        #expect(await eventually(timeout: 10) { (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 0 })
+        #expect(await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 })
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
+    /// A broker that breaks the protocol: a proxy (scripts/amqp-peer.py proxy) between the worker
+    /// and the real node gives the 50th delivery of the first connection the tag of the 49th, which
+    /// is still unacked (each job takes 100 ms): a tag that does not increase. The worker closes that connection with 505 (UNEXPECTED_FRAME), reconnects
+    /// through the proxy (which leaves later connections alone), and every job is answered ok:
+    /// the deliveries of the closed channel are redelivered, none is lost. Results and depths are
+    /// read through pika, straight from the node.
+    @Test(.timeLimit(.minutes(3)))
+    func aBrokerThatBreaksTheProtocolCostsAReconnectAndLosesNothing() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("violation")
+        defer { TestBroker.cleanUp(configuration) }
+        let ids = (0..<300).map { "pv\($0)" }
+        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=100&n=\($0)")) }) == ids.count)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+
+        let upstream = configuration.amqp.urls[0]
+        let port = try TestBroker.freePort()
+        let proxy = Process()
+        proxy.executableURL = URL(fileURLWithPath: AMQPPeer.python)
+        proxy.arguments = [AMQPPeer.script, "proxy", "\(port)", "\(upstream.host):\(upstream.port)", "50"]
+        proxy.standardOutput = FileHandle.nullDevice
+        try proxy.run()
+        defer { kill(proxy.processIdentifier, SIGKILL); proxy.waitUntilExit() }
+        #expect(await eventually(timeout: 10) { AMQPPeer.accepts(port: port) }, "the proxy never listened")
+
+        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+            .merging(["AMQP_URL": "amqp://guest:guest@127.0.0.1:\(port)/%2F", "WORKER_CONCURRENCY": "8",
+                      "AMQP_PREFETCH": "16"]) { _, new in new })
+        #expect(await eventually(timeout: 90) { okIDs(results).count == ids.count }, "log:\n\(worker.log.suffix(3000))")
+        #expect(okIDs(results) == Set(ids))
+        #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
+        #expect(worker.log.contains("the broker broke the protocol; reconnecting"), "log:\n\(worker.log.suffix(3000))")
+        #expect(worker.log.components(separatedBy: "connected to the broker").count - 1 >= 2, "no reconnect")
+        // The closed channel's unacked window at most comes twice.
+        #expect(duplicates(results) <= 16, "\(duplicates(results)) duplicates")
+        #expect(await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 })
         #expect(worker.isRunning)
         #expect(await worker.stop() == 0)
         try await origin.shutdown()

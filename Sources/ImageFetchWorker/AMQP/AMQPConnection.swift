@@ -227,12 +227,46 @@ package final class AMQPConnection {
         let arena = publishArena
         defer { arena.reset() }
         var envelope = arena.envelope(of: message, adding: header)
+        try checkEncodable(message, &envelope.properties, arenaBytes: arena.bytesHandedOut)
         let status = message.body.withUnsafeBytes { body -> Int32 in
             let bytes = amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))
             return amqp_basic_publish(state, channel, envelope.exchange, envelope.routingKey,
                                       message.mandatory ? 1 : 0, 0, &envelope.properties, bytes)
         }
         if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.publish") }
+    }
+
+    /// rabbitmq-c's `amqp_basic_publish` sends the method frame, then encodes the content header
+    /// into a buffer of `frame_max` bytes: properties that do not fit fail there, after the method
+    /// went out, and the broker closes the connection for the missing header. A short string over
+    /// 255 bytes fails the same way. So both are checked first, and the message alone is refused
+    /// (``AMQPError/Code/unencodable``).
+    ///
+    /// Encoded properties take at most what the arena handed out for them (each table entry or
+    /// array element is a 40- or 24-byte struct there, more than its wire overhead) plus 20 bytes
+    /// of lengths and fixed fields; only when that bound does not fit are they encoded to know.
+    func checkEncodable(_ message: OutboundMessage, _ properties: inout amqp_basic_properties_t,
+                                arenaBytes: Int) throws(AMQPError) {
+        func refuse(_ why: String) -> AMQPError {
+            AMQPError(.unencodable, operation: "basic.publish to \(message.routingKey.prefix(64))", message: why)
+        }
+        let shortStrings = [message.exchange, message.routingKey, message.properties.contentType ?? "",
+                            message.properties.messageID ?? "", message.properties.correlationID ?? "",
+                            message.properties.replyTo ?? ""]
+        if shortStrings.contains(where: { $0.utf8.count > 255 }) {
+            throw refuse("a short string (exchange, routing key or property) is over 255 bytes")
+        }
+        // The header frame's payload: its 7-byte frame header, end byte, class, weight and body size.
+        let room = Int(amqp_get_frame_max(state)) - 20
+        guard arenaBytes + 64 > room else { return }
+        var scratch = [UInt8](repeating: 0, count: max(room, 0))
+        let encoded = scratch.withUnsafeMutableBytes { buffer in
+            withUnsafeMutablePointer(to: &properties) {
+                let output = amqp_bytes_t(len: buffer.count, bytes: buffer.baseAddress)
+                return amqp_encode_properties(UInt16(AMQP_BASIC_CLASS), $0, output)
+            }
+        }
+        if encoded < 0 { throw refuse("its properties do not fit in a frame (\(room) bytes)") }
     }
 
     /// Acks a delivery (or all up to it with `multiple`).

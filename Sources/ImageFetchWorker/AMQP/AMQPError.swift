@@ -26,6 +26,10 @@ package struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The broker sent what the protocol does not allow (a delivery tag that does not
         /// increase, a body larger than its header said); the worker drops the connection.
         package static let protocolViolation = Code(rawValue: "protocol_violation")
+        /// A message that cannot be encoded: its properties do not fit in a frame, or a short
+        /// string (exchange, routing key, a property) is over 255 bytes. Nothing of it was sent,
+        /// and the connection is intact: the failure is that message's alone.
+        package static let unencodable = Code(rawValue: "unencodable")
         /// Anything else rabbitmq-c reported.
         package static let library = Code(rawValue: "library")
     }

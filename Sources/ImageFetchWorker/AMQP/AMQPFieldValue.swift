@@ -98,6 +98,11 @@ public enum AMQPFieldValue: Sendable, Hashable {
         chunks = [(UnsafeMutableRawPointer.allocate(byteCount: total, alignment: Self.chunkAlignment), total)]
     }
 
+    /// The bytes handed out since the last ``reset()``, counting the unused ends of earlier chunks.
+    var bytesHandedOut: Int {
+        chunks.dropLast().reduce(used) { $0 + $1.capacity }
+    }
+
     /// `count` bytes aligned to `alignment` (a power of two), valid until ``reset()`` or deinit.
     private func allocate(_ count: Int, alignment: Int) -> UnsafeMutableRawPointer {
         assert(alignment <= Self.chunkAlignment && alignment.nonzeroBitCount == 1)

@@ -39,7 +39,13 @@ extension BrokerSession {
                     return
                 case .frame(let frame):
                     handle(frame)
-                    if self.connection == nil { return }
+                    guard self.connection != nil else { return }
+                    // rabbitmq-c gives every frame a page of frame_max bytes from the channel's
+                    // pool and frees nothing until released; the assembler has copied what it
+                    // keeps, so a body frame's page goes at once. Otherwise a batch of 512 body
+                    // frames (a 64 MiB job, refused unread) held 64 MiB, and the pool keeps its
+                    // pages for good. A frame or two of memory, whatever the body's size.
+                    if Int32(frame.frame_type) == AMQP_FRAME_BODY { connection.releaseBuffers() }
                 }
             }
             connection.releaseBuffers()
@@ -50,17 +56,22 @@ extension BrokerSession {
     }
 
     private func handle(_ frame: amqp_frame_t) {
+        if frame.channel == Self.deadCopyChannel { return handleDeadCopyFrame(frame) }
         switch Int32(frame.frame_type) {
         case AMQP_FRAME_METHOD:
             handleMethod(frame.payload.method, channel: frame.channel)
         case AMQP_FRAME_HEADER:
             let properties = frame.payload.properties
             let decoded = properties.decoded?.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee
-            let message = assembler.header(bodySize: properties.body_size,
-                                           properties: decoded.map(AMQPProperties.init(decoding:)) ?? AMQPProperties())
-            if let message { complete(message) }
+            let decodedProperties = decoded.map(AMQPProperties.init(decoding:)) ?? AMQPProperties()
+            let message = assembler.header(bodySize: properties.body_size, properties: decodedProperties)
+            if let message { return complete(message) }
+            if let tag = assembler.droppedDeliveryTag {
+                beginDeadCopy(tag: tag, properties: decodedProperties, bodySize: properties.body_size)
+            }
         case AMQP_FRAME_BODY:
             let fragment = frame.payload.body_fragment
+            if let tag = assembler.droppedDeliveryTag { fragment.withBuffer { forwardToDeadCopy(tag: tag, $0) } }
             let message = fragment.withBuffer { assembler.body($0) }
             if let message { complete(message) }
         default:
@@ -142,9 +153,11 @@ extension BrokerSession {
         }
     }
 
-    /// A job over `queue.max_job_bytes`, whose body was never buffered: rejected without requeue,
-    /// so the jobs queue's dead-letter exchange moves the original, byte for byte, to the dead
-    /// queue (with `x-death`, reason `rejected`). The worker goes on with the next job.
+    /// A job over `queue.max_job_bytes`, whose body was never buffered. Its dead copy was
+    /// streamed as its frames came (``beginDeadCopy(tag:properties:bodySize:)``): the original is
+    /// acked when the copy is confirmed. Without a copy (it could not be begun), it is rejected
+    /// without requeue, so the jobs queue's dead-letter exchange moves it, byte for byte, to the
+    /// dead queue (with `x-death`, reason `rejected`). The worker goes on with the next job.
     private func rejectOversized(_ delivery: Delivery, bodySize: UInt64) {
         let limit = configuration.queue.maxJobBytes
         let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
@@ -152,6 +165,10 @@ extension BrokerSession {
             "error_code": "\(error.code)", "bytes": "\(bodySize)", "limit": "\(limit)",
             "message_id": "\(delivery.properties.messageID ?? "")",
         ])
+        if deadCopies.finished(tag: delivery.tag) {
+            delegate?.session(self, didReject: delivery, error: error)
+            return
+        }
         guard let connection else { return }
         do {
             try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: false)

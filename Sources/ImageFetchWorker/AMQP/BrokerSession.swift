@@ -33,6 +33,9 @@ package enum PublishOutcome: Sendable, Equatable {
     case returned
     /// The channel went away before the confirm.
     case connectionLost
+    /// The message could not be encoded (properties over a frame, a short string over 255
+    /// bytes): nothing was sent, and the connection goes on.
+    case unencodable
 }
 
 /// The worker's single AMQP connection and channel, driven from one serial channel queue.
@@ -71,6 +74,8 @@ package final class BrokerSession: @unchecked Sendable {
     private var ackFlushScheduled = false
     private var ackTimerDeadline: UInt64?
     var readScheduled = false
+    /// Dead-letter copies of too-large jobs, streamed on their own channel.
+    var deadCopies = DeadCopyStream()
 
     /// The lifecycle state and the broker's resource alarm, for readers on any thread.
     let visible = Mutex((state: ConnectionLifecycle.State.idle, blocked: false))
@@ -244,6 +249,11 @@ package final class BrokerSession: @unchecked Sendable {
         // publish. Added as the message is encoded: set in `message`, it made a copy of its headers.
         do {
             try connection.publish(channel: Self.channel, message, adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
+        } catch where error.code == .unencodable {
+            // That message's failure, not the connection's: nothing of it went out.
+            _ = confirms.withdrawLast()
+            logger.warning("a message could not be encoded; not published", metadata: ["error": "\(error)"])
+            completion(.unencodable)
         } catch {
             handleLoss(error)
         }

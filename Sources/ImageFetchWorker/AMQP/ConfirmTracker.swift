@@ -35,6 +35,19 @@ struct ConfirmTracker<Token> {
         return sequence
     }
 
+    /// Takes back the latest publish, which was never sent (it could not be encoded): the broker
+    /// numbers only what it receives, so the next publish must have its sequence number.
+    mutating func withdrawLast() -> Token? {
+        guard entries.count > head, let entry = entries.removeLast() else { return nil }
+        nextSequence -= 1
+        pendingCount -= 1
+        if entries.count == head {
+            entries.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return entry.token
+    }
+
     /// Marks a publish as returned; its confirm follows.
     mutating func returned(sequence: UInt64) {
         guard let index = index(of: sequence), entries[index].isSome else { return }

@@ -38,6 +38,13 @@ struct ContentAssembler {
         self.maxBodyBytes = max(maxBodyBytes, 0)
     }
 
+    /// The delivery whose body is being counted through unkept (over the limit), while its
+    /// frames arrive.
+    var droppedDeliveryTag: UInt64? {
+        guard haveHeader, !keep, case .delivery(let tag, _, _, _)? = kind else { return nil }
+        return tag
+    }
+
     /// A content-bearing method arrived; anything half-assembled is dropped.
     mutating func begin(_ kind: Kind) {
         self.kind = kind

@@ -57,6 +57,10 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The job's body is over `queue.max_job_bytes`: rejected unread to the jobs queue's
         /// dead-letter exchange, no result (the job's id is in the body that was not read).
         package static let jobTooLarge = Code(rawValue: "job_too_large")
+        /// The job's properties leave no room in a frame (`frame_max`) for the worker's headers on
+        /// its retry, deferral or dead-letter copy. The original is rejected to the jobs queue's
+        /// dead-letter exchange as it came, and this result says why.
+        package static let propertiesTooLarge = Code(rawValue: "properties_too_large")
         /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
         /// The delivery is handed back to the broker instead of producing a result.
         package static let aborted = Code(rawValue: "aborted")

@@ -137,7 +137,8 @@ package struct OutcomePolicy: Sendable {
         var properties = AMQPProperties()
         properties.contentType = "application/json"
         properties.persistent = true
-        properties.correlationID = job.correlationID ?? job.id
+        // correlation_id is a short string: an id over 255 bytes is in the body only.
+        properties.correlationID = job.correlationID ?? (job.id.utf8.count <= 255 ? job.id : nil)
         return OutboundMessage(routingKey: job.replyTo ?? queues.results, properties: properties, body: result.encoded())
     }
 

@@ -79,9 +79,14 @@ public final class FileSink: ImageSink {
         }
         let path = root + "/" + key
         // A content address names its bytes: when the file is already there (a redelivery, or
-        // the same image from another URL), it holds these bytes, so it is not written again.
-        // Files only ever appear under their final name complete (temporary file + rename).
-        if contentAddressed, FileSink.existingFileSize(path) == request.body.count {
+        // the same image from another URL) with these bytes, it is not written again. Its bytes
+        // are compared, not only its size: whatever else is there (written by hand, or before
+        // keys were kept out of this namespace) is replaced, so a result never points at
+        // another body. Files only ever appear under their final name complete (temporary
+        // file + rename).
+        if contentAddressed, FileSink.existingFileSize(path) == request.body.count,
+            FileSink.fileHolds(request.body, at: path)
+        {
             return .success(StoredObject(location: "file://" + path))
         }
         return FileSink.write(request.body, key: key, path: path, fsync: fsync)
@@ -94,6 +99,28 @@ public final class FileSink: ImageSink {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int(info.st_size)
+    }
+
+    /// Whether the file at `path` holds exactly `body` (read in 64 KiB chunks; false on any error).
+    fileprivate static func fileHolds(_ body: [UInt8], at path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { _ = close(fd) }
+        var chunk = [UInt8](repeating: 0, count: min(max(body.count, 1), 65_536))
+        var offset = 0
+        var interruptions = 0
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, Errno.current.code == EINTR, interruptions < maxAttempts {
+                interruptions += 1
+                continue
+            }
+            guard count >= 0 else { return false }
+            if count == 0 { return offset == body.count }
+            guard offset + count <= body.count, body[offset..<(offset + count)].elementsEqual(chunk[0..<count])
+            else { return false }
+            offset += count
+        }
     }
 
     /// Writes `body` to `path` (`<root>/<key>`) atomically.

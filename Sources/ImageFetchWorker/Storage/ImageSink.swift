@@ -48,11 +48,14 @@ public struct StorageRequest: Sendable {
     }
 
     /// ``resolvedKey``, and whether it is the content address (a usable hint that equals it
-    /// counts too); the content address is built once for both.
+    /// counts too); the content address is built once for both. A hint in the content-address
+    /// namespace (``StorageKey/isInContentAddressSpace(_:)``) that is not this body's own is not
+    /// usable: the body goes to its own content address instead.
     var resolved: (key: String, isContentAddress: Bool) {
         let contentAddress = StorageKey.contentAddressed(sha256: sha256, format: info.format)
         if let keyHint, let key = StorageKey.sanitize(keyHint) {
-            return (key, key == contentAddress)
+            if key == contentAddress { return (key, true) }
+            if !StorageKey.isInContentAddressSpace(key) { return (key, false) }
         }
         return (contentAddress, true)
     }

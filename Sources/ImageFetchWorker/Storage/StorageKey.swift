@@ -40,6 +40,22 @@ package enum StorageKey {
         }
     }
 
+    /// Whether `key` lies in the content-address namespace: its first segment is two lowercase hex
+    /// digits and its second starts with 64 (a digest), then ends or goes on with `.`. Such keys
+    /// name the bytes whose digest they carry, so a job's key may use one only when it is the
+    /// job's own content address; otherwise a keyed job could put other bytes where another
+    /// image's result points (and the file sink skips writing a content address that exists).
+    package static func isInContentAddressSpace(_ key: String) -> Bool {
+        let utf8 = Array(key.utf8)
+        func isHex(_ c: UInt8) -> Bool {
+            (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+        }
+        guard utf8.count >= 3 + 64, isHex(utf8[0]), isHex(utf8[1]), utf8[2] == UInt8(ascii: "/") else { return false }
+        let digest = utf8[3..<(3 + 64)]
+        guard digest.allSatisfy(isHex) else { return false }
+        return utf8.count == 3 + 64 || utf8[3 + 64] == UInt8(ascii: ".") || utf8[3 + 64] == UInt8(ascii: "/")
+    }
+
     /// "<sha256[0..2]>/<sha256>.<ext>"
     package static func contentAddressed(sha256: String, format: ImageFormat) -> String {
         let fileExtension = format.fileExtension

@@ -311,6 +311,13 @@ extension Worker {
         let jobOutcome = decision.outcome
         let requeueIfUnconfirmed = decision.ifUnconfirmed == .requeue
         let redeliveredJobID = context.job.flatMap { $0.redelivered ? $0.id : nil }
+        // Only a decision with a copy of the delivery (and no result) keeps the job, for the
+        // fallback result should that copy not fit in a frame; a result-only decision keeps none.
+        let fallbackJob: Job?
+        switch jobOutcome {
+        case .retry, .deferred, .deadLettered: fallbackJob = context.job
+        case .ok, .failed, .failedFinal: fallbackJob = nil
+        }
         // Results, retry, deferral and dead-letter copies carry the job's trace context, set in
         // place: the decision is this call's own, so its messages are not copied.
         for index in decision.messages.indices {
@@ -339,6 +346,8 @@ extension Worker {
                         count(jobOutcome, redeliveredJobID: redeliveredJobID)
                     case .connectionLost:
                         break  // the broker redelivers it; the old tag cannot be used
+                    case .unencodable:
+                        return settleUnencodable(receipt, job: fallbackJob)  // leaves inFlight itself
                     default:
                         logger.warning("publish not confirmed; job handed back", metadata: [
                             "outcome": "\(tally.failure.map { "\($0)" } ?? "")",
@@ -350,6 +359,40 @@ extension Worker {
                     inFlight.leave()
                 }
             }
+        }
+    }
+
+    /// A message of the job could not be encoded: a copy whose properties (the delivery's, plus
+    /// the worker's headers) do not fit in a frame. Nothing was sent and the connection goes on.
+    /// The original is rejected to the jobs queue's dead-letter exchange as it came, which loses
+    /// nothing (the broker adds `x-death`, reason `rejected`); for a job that had no result yet
+    /// (`job`), a result with `properties_too_large` says why first. Runs on the channel queue.
+    private func settleUnencodable(_ receipt: Delivery, job: Job?) {
+        logger.error("a copy of the job does not fit in a frame; the job is dead-lettered as it came", metadata: [
+            "job_id": "\(job?.id ?? "")", "error": "\(JobError.Code.propertiesTooLarge)",
+        ])
+        let reject: @Sendable () -> Void = { [self] in
+            session.nackOnQueue(receipt, requeue: false)
+            stats.failed(.propertiesTooLarge)
+            stats.deadLettered()
+            stats.finished()
+            inFlight.leave()
+        }
+        guard let job else { return reject() }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - receipt.receivedAt) / 1e6
+        var result = JobResult(job: job, status: .failed, durationMs: elapsed, worker: hostName,
+                               finishedAt: Date().timeIntervalSince1970)
+        result.error = JobError(
+            .propertiesTooLarge,
+            "the job's properties leave no room in a frame for the worker's headers; dead-lettered as it came",
+            retryable: false)
+        session.publishOnQueue(policy.resultMessage(result, job: job)) { [self] outcome in
+            guard outcome != .connectionLost else {
+                stats.finished()
+                inFlight.leave()
+                return  // redelivered, and decided again
+            }
+            reject()
         }
     }
 

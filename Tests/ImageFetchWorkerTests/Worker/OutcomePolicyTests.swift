@@ -33,6 +33,18 @@ import Testing
         #expect(decision.messages[0].properties.persistent)
     }
 
+    /// correlation_id is a short string (255 bytes at most): a longer job id cannot be one, and a
+    /// result carrying it could not be encoded at all (the body still has the id).
+    @Test func anIDOverAShortStringIsNoCorrelationID() {
+        let long = String(repeating: "i", count: 256)
+        let job = Job(id: long, url: "https://a.example/x.png")
+        let decision = Self.policy().finished(Self.delivery(), job: job, result: Self.result(job, error: nil))
+        #expect(decision.messages[0].properties.correlationID == nil)
+        let fits = Job(id: String(repeating: "i", count: 255), url: "https://a.example/x.png")
+        let kept = Self.policy().finished(Self.delivery(), job: fits, result: Self.result(fits, error: nil))
+        #expect(kept.messages[0].properties.correlationID == fits.id)
+    }
+
     @Test func aResultGoesToReplyTo() {
         let job = Job(id: "j1", url: "https://a.example/x.png", replyTo: "mine")
         let decision = Self.policy().finished(Self.delivery(), job: job, result: Self.result(job, error: nil))

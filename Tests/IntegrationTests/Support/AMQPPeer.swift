@@ -26,7 +26,10 @@ enum AMQPPeer {
         let file = TestScratch.path("peer-body-\(UUID().uuidString)")
         try Data(body.utf8).write(to: URL(fileURLWithPath: file))
         defer { try? FileManager.default.removeItem(atPath: file) }
-        let status = try TestBroker.run(python, [script, "publish", url, queue, file, hex(headers)])
+        let headerFile = TestScratch.path("peer-headers-\(UUID().uuidString)")
+        try Data(hex(headers).utf8).write(to: URL(fileURLWithPath: headerFile))
+        defer { try? FileManager.default.removeItem(atPath: headerFile) }
+        let status = try TestBroker.run(python, [script, "publish", url, queue, file, "@" + headerFile])
         if status != 0 { throw PeerError(description: "amqp-peer.py publish exited \(status)") }
     }
 
