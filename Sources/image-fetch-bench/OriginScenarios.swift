@@ -78,7 +78,7 @@ struct OriginScenarios {
             .init(name: "jobs ok", value: "\(ok) of \(allIDs.count)", target: "all", met: yes(ok == allIDs.count)),
             .init(name: "all jobs done (slow origin included)", value: String(format: "%.1f s", allSeconds)),
             .init(name: "slow origin: most requests at once", value: "\(slow.stats.maxInFlight)"),
-            .init(name: "deferrals", value: Self.sample(metrics, "image_fetch_deferrals_total") ?? "—"),
+            .init(name: "deferrals", value: Self.sum(metrics, "image_fetch_deferrals_total").map { String(Int($0)) } ?? "—"),
         ]
     }
 
@@ -167,6 +167,13 @@ struct OriginScenarios {
             }
             Thread.sleep(forTimeInterval: 0.01)
         }
+    }
+
+    /// The sum of every series of `name` (all labels) in a Prometheus text page; nil if none.
+    static func sum(_ page: String, _ name: String) -> Double? {
+        let values = page.split(separator: "\n").filter { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        return values.isEmpty ? nil : values.reduce(0, +)
     }
 
     /// The value of an unlabelled sample in a Prometheus text page.

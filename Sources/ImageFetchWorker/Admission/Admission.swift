@@ -23,13 +23,14 @@ package final class Admission<Element: Sendable>: Sendable {
     package struct Handlers: Sendable {
         /// On the admission queue, with a global permit taken; the job holds the group.
         package var start: @Sendable (Ticket) -> Void
-        /// The job (holding the group) leaves the window (deferral), for at least this long.
-        package var deferJob: @Sendable (Element, Origin, Double?) -> Void
+        /// The job (holding the group) leaves the window (deferral), for at least this long, and why.
+        package var deferJob: @Sendable (Element, Origin, Double?, OriginScheduler<Element>.DeferralReason) -> Void
         /// Limit cuts and pauses, for logs and metrics.
         package var events: @Sendable ([Event]) -> Void
 
         package init(start: @escaping @Sendable (Ticket) -> Void,
-                     deferJob: @escaping @Sendable (Element, Origin, Double?) -> Void,
+                     deferJob: @escaping @Sendable (Element, Origin, Double?,
+                                                    OriginScheduler<Element>.DeferralReason) -> Void,
                      events: @escaping @Sendable ([Event]) -> Void) {
             self.start = start
             self.deferJob = deferJob
@@ -79,7 +80,7 @@ package final class Admission<Element: Sendable>: Sendable {
         if let deferral = scheduler.withLock({
             $0.enqueue(element, origin: origin, now: now, deferredBefore: deferredBefore)
         }) {
-            handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds)
+            handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds, deferral.reason)
             return
         }
         kick()
@@ -182,7 +183,7 @@ package final class Admission<Element: Sendable>: Sendable {
             return (deferred, state.waitingCount, state.hasStartable(now: now))
         }
         for deferral in deferred {
-            handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds)
+            handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds, deferral.reason)
         }
         if pauseEnded { kick() }
         if waiting > 0 { armTimer() }

@@ -5,7 +5,8 @@ import Prometheus
 package final class OriginMetrics: Sendable {
     let active: Gauge
     let paused: Gauge
-    let deferrals: Counter
+    private let deferralsPaused: Counter
+    private let deferralsSlow: Counter
     let limitCuts: Counter
     private let tooManyRequests: Counter
     private let unavailable: Counter
@@ -18,8 +19,11 @@ package final class OriginMetrics: Sendable {
                                     help: "Origins the scheduler keeps state for (recently active).")
         paused = registry.makeGauge(name: "image_fetch_origins_paused",
                                     help: "Origins paused right now, by a Retry-After or after a refusal without one.")
-        deferrals = registry.makeCounter(name: "image_fetch_deferrals_total",
-                                         help: "Jobs republished to a delay queue because their origin was paused or slow.")
+        let deferralHelp = "Jobs republished to a delay queue, by reason: their origin was paused, or slow."
+        deferralsPaused = registry.makeCounter(name: "image_fetch_deferrals_total", labels: [("reason", "paused")],
+                                               help: deferralHelp)
+        deferralsSlow = registry.makeCounter(name: "image_fetch_deferrals_total", labels: [("reason", "slow")],
+                                             help: deferralHelp)
         limitCuts = registry.makeCounter(name: "image_fetch_origin_limit_cuts_total",
                                          help: "Times an origin's concurrency limit was cut on an overload signal.")
         let help = "Responses 429 and 503 from origins, by status."
@@ -27,6 +31,14 @@ package final class OriginMetrics: Sendable {
                                                labels: [("status", "429")], help: help)
         unavailable = registry.makeCounter(name: "image_fetch_origin_overload_responses_total",
                                            labels: [("status", "503")], help: help)
+    }
+
+    /// A job left the window, for the scheduler's reason.
+    func deferred<Element>(_ reason: OriginScheduler<Element>.DeferralReason) {
+        switch reason {
+        case .paused: deferralsPaused.increment()
+        case .slow: deferralsSlow.increment()
+        }
     }
 
     func overloadResponse(status: Int) {

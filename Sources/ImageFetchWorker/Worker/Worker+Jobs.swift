@@ -117,7 +117,8 @@ extension Worker {
     }
 
     /// The scheduler gave the job up from the window: republish it to a delay queue, then ack it.
-    func deferJob(_ context: JobContext, origin: Origin, atLeastSeconds: Double?) {
+    func deferJob(_ context: JobContext, origin: Origin, atLeastSeconds: Double?,
+                  reason: OriginScheduler<JobContext>.DeferralReason) {
         stats.admitted()
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         context.slotReleased = true
@@ -126,7 +127,7 @@ extension Worker {
             finish(context, job: job, error: policy.budgetSpent, response: nil)
             return
         }
-        originMetrics.deferrals.increment()
+        originMetrics.deferred(reason)
         if logger.logLevel <= .debug {
             logger.debug("job deferred", metadata: context.trace.logMetadata.merging(
                 ["job_id": "\(job.id)", "origin": "\(origin)"]) { $1 })

@@ -89,7 +89,9 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             settings: Self.schedulerSettings(configuration), semaphore: semaphore, inFlight: inFlight,
             handlers: .init(
                 start: { [unowned self] ticket in self.start(ticket) },
-                deferJob: { [unowned self] context, origin, atLeast in self.deferJob(context, origin: origin, atLeastSeconds: atLeast) },
+                deferJob: { [unowned self] context, origin, atLeast, reason in
+                    self.deferJob(context, origin: origin, atLeastSeconds: atLeast, reason: reason)
+                },
                 events: { [unowned self] events in self.originEvents(events) }))
         self.session.setDelegate(self)
     }

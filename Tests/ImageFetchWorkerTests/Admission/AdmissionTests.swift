@@ -23,7 +23,7 @@ import Testing
 
         var handlers: Admission<String>.Handlers {
             .init(start: { ticket in self.started.withLock { $0.append(ticket) }; self.calls.signal() },
-                  deferJob: { job, origin, atLeast in
+                  deferJob: { job, origin, atLeast, _ in
                       self.deferred.withLock { $0.append((job, origin, atLeast)) }
                       self.calls.signal()
                   },
@@ -93,7 +93,7 @@ import Testing
         let semaphore = DispatchSemaphore(value: 0)  // no permit: the job cannot start
         let admission = Admission<String>(
             settings: Self.settings(), semaphore: semaphore, inFlight: group, clock: { 0 },
-            handlers: .init(start: { _ in }, deferJob: { _, _, _ in }, events: { _ in }))
+            handlers: .init(start: { _ in }, deferJob: { _, _, _, _ in }, events: { _ in }))
         admission.submit("a0", origin: Self.a)
         let held = group.wait(timeout: .now()) == .timedOut
         #expect(held, "the group was empty while a job waited in admission")
