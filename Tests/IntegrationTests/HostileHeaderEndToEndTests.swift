@@ -28,6 +28,9 @@ struct HostileHeaderEndToEndTests {
     func extremeHeadersNeitherCrashNorLoseJobs() async throws {
         let fast = try await TestOrigin.start(threads: 2)
         let slow = try await TestOrigin.start()
+        // Its own origin: a 503 pauses the origin that sends it (issue 31), which must not hold up
+        // the ordinary jobs.
+        let failing = try await TestOrigin.start()
         var configuration = try TestBroker.configuration("hostile-headers")
         configuration.retry.delays = [1]
         configuration.retry.maxAttempts = 2
@@ -44,7 +47,7 @@ struct HostileHeaderEndToEndTests {
             let failingIDs = (0..<2).map { "\(name)-503-\($0)" }
             let okIDs = (0..<2).map { "\(name)-ok-\($0)" }
             let bodies = slowIDs.map { JobPublisher.jobBody(id: $0, url: slow.url("/slow?ms=800&n=\($0)")) }
-                + failingIDs.map { JobPublisher.jobBody(id: $0, url: fast.url("/status/503?n=\($0)")) }
+                + failingIDs.map { JobPublisher.jobBody(id: $0, url: failing.url("/status/503?n=\($0)")) }
                 + okIDs.map { JobPublisher.jobBody(id: $0, url: fast.url("/ok.png?n=\($0)")) }
             #expect(publisher.publish(bodies: bodies, headers: headers) == bodies.count, "\(name)")
             ids.formUnion(slowIDs + failingIDs + okIDs)
@@ -56,7 +59,8 @@ struct HostileHeaderEndToEndTests {
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
                 .merging(["WORKER_CONCURRENCY": "8", "SCHEDULER_MAX_WAIT": "100ms", "SCHEDULER_DEFER_DELAYS": "1s",
-                          "SCHEDULER_INITIAL_LIMIT": "2", "SCHEDULER_MAX_LIMIT": "4"]) { _, new in new })
+                          "SCHEDULER_INITIAL_LIMIT": "2", "SCHEDULER_MAX_LIMIT": "4",
+                          "SCHEDULER_MAX_OVERLOAD_PAUSE": "2s"]) { _, new in new })
         func ended() -> Set<String> {
             let resulted = results.objects.compactMap { $0["id"] as? String }
             let deadLettered = dead.objects.compactMap { $0["id"] as? String }
@@ -69,5 +73,6 @@ struct HostileHeaderEndToEndTests {
         #expect(await worker.stop() == 0)
         try await fast.shutdown()
         try await slow.shutdown()
+        try await failing.shutdown()
     }
 }
