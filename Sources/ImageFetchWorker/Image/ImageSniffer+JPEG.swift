@@ -59,7 +59,7 @@ extension ImageSniffer {
     /// bytes before a 0xFF are stray (libjpeg skips them with a warning), any number of 0xFF fill
     /// bytes may precede the code, and `FF 00` is not a marker. The scan moves forward by at least
     /// one byte per step, so it ends within the bytes at hand.
-    private static func nextJPEGMarker(_ v: ByteView, from start: Int) throws(SniffStop) -> Int {
+    static func nextJPEGMarker(_ v: ByteView, from start: Int) throws(SniffStop) -> Int {
         var position = start
         while true {
             while try v.u8(position) != 0xFF { position += 1 }

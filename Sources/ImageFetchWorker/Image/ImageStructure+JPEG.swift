@@ -20,7 +20,7 @@ extension ImageSniffer {
         var sawFrame = false
         var sawScan = false
         while true {
-            let codeAt = try nextMarkerCode(v, from: position)
+            let codeAt = try nextJPEGMarker(v, from: position)
             let code = v.bytes[codeAt]
             switch code {
             case 0xD9:
@@ -49,19 +49,6 @@ extension ImageSniffer {
                     position = end
                 }
             }
-        }
-    }
-
-    /// The offset of the next marker code at or after `start`: stray bytes before a `FF` are
-    /// skipped (libjpeg warns and goes on), as are `FF` fill bytes and `FF 00`.
-    private static func nextMarkerCode(_ v: ByteView, from start: Int) throws(SniffStop) -> Int {
-        var position = start
-        while true {
-            while try v.u8(position) != 0xFF { position += 1 }
-            var codeAt = position + 1
-            while try v.u8(codeAt) == 0xFF { codeAt += 1 }
-            if v.bytes[codeAt] != 0x00 { return codeAt }
-            position = codeAt + 1
         }
     }
 
