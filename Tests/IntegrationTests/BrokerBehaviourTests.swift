@@ -123,11 +123,13 @@ struct BrokerBehaviourTests {
         defer { results.close() }
         let port = try TestBroker.freePort()
         let endpoint = try OperationsEndpoint(port: port)
+        let environment = ["WORKER_CONCURRENCY": "8", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(["WORKER_CONCURRENCY": "8", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new })
+                .merging(environment) { _, new in new })
         #expect(await eventually(timeout: 30) { results.received.count >= 50 }, "log:\n\(worker.log.suffix(2000))")
-        defer { _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
+        let script = try #require(TestBroker.script)
+        defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
         try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
         #expect(await eventually(timeout: 20) { worker.log.contains("the broker blocked the connection") },
                 "log:\n\(worker.log.suffix(2000))")
