@@ -100,7 +100,12 @@ def _pipe(source, sink):
             sink.sendall(data)
     except OSError:
         pass
-    for end in (source, sink):
+    _shut_down(source, sink)
+
+
+def _shut_down(*ends):
+    """Ends both directions of each socket, so that the other copier's recv returns too."""
+    for end in ends:
         try:
             end.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -140,11 +145,7 @@ def _tamper(source, sink, nth):
                 sink.sendall(out)
     except OSError:
         pass
-    for end in (source, sink):
-        try:
-            end.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    _shut_down(source, sink)
 
 
 def proxy(port, upstream, nth):
