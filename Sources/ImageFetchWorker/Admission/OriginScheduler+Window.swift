@@ -8,9 +8,11 @@ import NIOCore
 /// - **Paused**: its origin is paused for longer than the longest wait. Alone, such an origin
 ///   gives its jobs up only when they fill the window (or the queue has jobs behind them): nothing
 ///   else is known to wait, and a full window of a paused origin is itself that sign.
-/// - **Slow**: its origin holds more than its share of the window, and at the origin's own pace
-///   (its limit and its average fetch time, not the permits it happens to get beside others) the
-///   job would wait longer than the longest wait. The share is by demand: the window times the
+/// - **Slow**: its origin holds more than its share of the window, its fetches take several times
+///   as long as the typical active origin's, and at the origin's own pace (its limit and its average fetch
+///   time, not the permits it happens to get beside others) the job would wait longer than the
+///   longest wait. When every origin is slow at once, the worker is what is slow (a saturated
+///   CPU), and nothing leaves for that. The share is by demand: the window times the
 ///   origin's part of the jobs that arrived lately. A popular origin has a large share, and a
 ///   healthy one works through its queue fast, so neither popularity nor a crowd of other origins
 ///   defers its jobs.
@@ -26,6 +28,7 @@ extension OriginScheduler {
         var held: Int
         var totalDemand: Double
         var queueBehind: Bool
+        var typicalDuration: Double?
     }
 
     struct Leave: Equatable {
@@ -43,7 +46,7 @@ extension OriginScheduler {
     func windowContext(now: UInt64) -> WindowContext {
         WindowContext(now: now, activeOrigins: activeOrigins, held: inFlightCount + waitingCount,
                       totalDemand: totalDemand.value(now: now, tau: settings.activeNanoseconds),
-                      queueBehind: queueBehind)
+                      queueBehind: queueBehind, typicalDuration: typicalDurationNanoseconds)
     }
 
     /// Whether the job at `position` in its origin's queue should leave the window.
@@ -70,6 +73,7 @@ extension OriginScheduler {
         guard Double(held) > max(share, 1) else { return .keep }
         // Until a fetch of the origin ends, its first one's age is the best guess of a duration.
         let duration = state.durationNanoseconds ?? state.busySince.map { Double(now &- $0) } ?? 0
+        if let typical = context.typicalDuration, duration < typical * settings.slowFactor, pause == 0 { return .keep }
         let lanes = Double(max(1, settings.adaptive ? state.limiter.limit : settings.limiter.maxLimit))
         let expected = Double(pause) + max(0, Double(held) - lanes) * duration / lanes
         guard expected > Double(settings.maxWaitNanoseconds) else { return .keep }
@@ -85,19 +89,27 @@ extension OriginScheduler {
 
     // MARK: - The sweep
 
-    /// Recounts the active origins, forgets idle ones, and gives up the waiting jobs that should
+    /// Recounts the active origins and their typical pace, forgets idle ones, and gives up the waiting jobs that should
     /// leave the window (newest first).
     package mutating func sweep(now: UInt64) -> [Deferral] {
         var active = 0
         var idle: [Origin] = []
+        durationScratch.removeAll(keepingCapacity: true)
         for (origin, state) in origins {
             if state.work > 0 || now &- state.lastActive <= settings.activeNanoseconds {
                 active += 1
+                if let duration = state.durationNanoseconds { durationScratch.append(duration) }
             } else if now &- state.lastActive > settings.idleNanoseconds, state.remainingPause(now: now) == 0 {
                 idle.append(origin)
             }
         }
         activeOrigins = active
+        if durationScratch.count >= 2 {
+            durationScratch.sort()
+            typicalDurationNanoseconds = durationScratch[(durationScratch.count - 1) / 2]
+        } else {
+            typicalDurationNanoseconds = nil
+        }
         for origin in idle {
             if let state = origins.removeValue(forKey: origin) { originsByLimit[state.countedLimit] -= 1 }
         }

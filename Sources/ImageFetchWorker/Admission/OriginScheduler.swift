@@ -35,6 +35,10 @@ package struct OriginScheduler<Element> {
         /// An origin counts as active this long after its last job; also the time over which its
         /// demand (the jobs that arrive for it) is averaged.
         package var activeNanoseconds: UInt64 = 5_000_000_000
+        /// An origin is slow only when its fetches take this many times the typical active
+        /// origin's. When every origin slows down at once, the worker itself (its CPU, its link) is
+        /// the bottleneck, and deferring jobs would only cycle them through the delay queues.
+        package var slowFactor: Double = 4
 
         package init(limiter: OriginLimiter.Settings, window: Int) {
             self.limiter = limiter
@@ -154,6 +158,12 @@ package struct OriginScheduler<Element> {
     var pauseEnds: [Origin: UInt64] = [:]
     /// All origins' demand together.
     var totalDemand = DecayingCount()
+    /// The typical pace of the active origins, as of the last ``sweep(now:)``: the median of their
+    /// average fetch times, in nanoseconds, once two of them have one. What ``Settings/slowFactor``
+    /// compares an origin's pace with.
+    var typicalDurationNanoseconds: Double?
+    /// The sweep's scratch list of those averages, kept to spare an allocation every 200 ms.
+    var durationScratch: [Double] = []
     /// Whether the last sample of the jobs queue found jobs ready behind the window.
     package var queueBehind = false
     package internal(set) var waitingCount = 0

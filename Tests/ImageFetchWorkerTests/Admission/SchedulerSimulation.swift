@@ -31,6 +31,10 @@ struct SchedulerSimulation {
     /// Deferrals by origin index.
     var deferred: [Int: Int] = [:]
     var deferredJobs = Set<Int>()
+    /// When set, the worker's CPU runs this many fetches at full speed: with more running, each new
+    /// fetch takes its origin's delay times `running ÷ capacity`, as on a saturated machine, where
+    /// every origin looks slower at once.
+    var capacity: Int?
 
     init(origins: Int, concurrency: Int, window: Int, settings: ((inout OriginScheduler<Job>.Settings) -> Void)? = nil,
          delay: @escaping (Int, UInt64) -> UInt64, stream: @escaping (Int) -> Int) {
@@ -82,7 +86,9 @@ struct SchedulerSimulation {
             }
         }
         while running.count < concurrency, let start = scheduler.next(now: now) {
-            running.append((now + delay(start.element.origin, now), start.slot))
+            var duration = delay(start.element.origin, now)
+            if let capacity, running.count > capacity { duration = duration * UInt64(running.count) / UInt64(capacity) }
+            running.append((now + duration, start.slot))
         }
         if now % (200 * Self.ms) == 0 {
             for deferral in scheduler.sweep(now: now) { leave(deferral.element) }
