@@ -164,6 +164,53 @@ fileprivate extension ImageSink {
         #expect(replaced)
     }
 
+    /// A repeat of a content address this sink has compared is trusted on `stat` alone, but only
+    /// while the file is the same: replaced by a rename, or written over in place, it is compared
+    /// (and repaired) again.
+    @Test func aVerifiedContentAddressChangedBehindTheSinkIsComparedAgain() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path, fsync: false)
+        let path = sink.root + "/5e/\(Self.sha).png"
+        _ = try await sink.store(request(key: nil)).get()  // written
+        _ = try await sink.store(request(key: nil)).get()  // compared, remembered
+        let other = [UInt8](repeating: 0x42, count: Self.body.count)
+
+        // Another file renamed onto the path: another inode.
+        let temporary = sink.root + "/5e/planted"
+        let fd = open(temporary, O_CREAT | O_WRONLY, 0o644)
+        #expect(other.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == other.count)
+        close(fd)
+        #expect(rename(temporary, path) == 0)
+        _ = try await sink.store(request(key: nil)).get()
+        #expect(readFile(path) == Self.body)
+
+        // The same inode written over in place (its times set apart, as the clock's tick is coarse).
+        _ = try await sink.store(request(key: nil)).get()
+        let inPlace = open(path, O_WRONLY)
+        #expect(other.withUnsafeBytes { pwrite(inPlace, $0.baseAddress, $0.count, 0) } == other.count)
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        #expect(futimens(inPlace, &times) == 0)
+        close(inPlace)
+        _ = try await sink.store(request(key: nil)).get()
+        #expect(readFile(path) == Self.body)
+    }
+
+    @Test func verifiedFilesForgetTheOldestBeyondTheirCapacity() {
+        var files = VerifiedFiles(capacity: 2)
+        let identity = FileIdentity(device: 1, inode: 2, size: 3, modified: timespec(), changed: timespec())
+        files.remember("/a", as: identity)
+        files.remember("/b", as: identity)
+        files.remember("/a", as: identity)  // known: no new place taken
+        files.remember("/c", as: identity)
+        #expect(files.count == 2)
+        #expect(!files.holds("/a", as: identity))
+        #expect(files.holds("/b", as: identity) && files.holds("/c", as: identity))
+        var other = identity
+        other.inode = 9
+        #expect(!files.holds("/b", as: other))
+    }
+
     @Test(arguments: [true, false])
     func storesUnderSanitisedKey(fsync: Bool) async throws {
         let folder = TemporaryFolder()

@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import Dispatch
+import Synchronization
 
 /// Stores bodies as files under a root folder: `<root>/<key>`, where the key is the job's sanitised
 /// `key` when usable, else the content-addressed `<sha256[0..2]>/<sha256>.<ext>`.
@@ -28,6 +29,8 @@ public final class FileSink: ImageSink {
     /// Whether ``store(_:completion:)`` writes on the caller's thread instead of a lane.
     package let writesInline: Bool
     private let lanes: [DispatchQueue]
+    /// Content-addressed files found to hold their bytes, so that a repeat needs only a `stat`.
+    private let verified = Mutex(VerifiedFiles(capacity: 4_096))
 
     /// Creates the sink, creating `root` (and its parents) if needed and resolving it to an
     /// absolute path.
@@ -61,18 +64,17 @@ public final class FileSink: ImageSink {
     ) {
         let (key, contentAddressed) = request.resolved
         if writesInline {
-            completion(FileSink.store(request, key: key, contentAddressed: contentAddressed, root: root, fsync: fsync))
+            completion(store(request, key: key, contentAddressed: contentAddressed))
             return
         }
         let lane = lanes[Int(FileSink.fnv1a(key) % UInt64(lanes.count))]
-        lane.async { [root, fsync] in
-            completion(FileSink.store(request, key: key, contentAddressed: contentAddressed, root: root, fsync: fsync))
+        lane.async { [self] in
+            completion(store(request, key: key, contentAddressed: contentAddressed))
         }
     }
 
     /// Stores one body at `<root>/<key>`, unless its content address is already there.
-    private static func store(_ request: StorageRequest, key: String, contentAddressed: Bool, root: String,
-                              fsync: Bool) -> Result<StoredObject, JobError> {
+    private func store(_ request: StorageRequest, key: String, contentAddressed: Bool) -> Result<StoredObject, JobError> {
         // The digest becomes a path when there is no usable key hint: accept only hex there.
         if contentAddressed, !StorageKey.isDigest(request.sha256) {
             return .failure(JobError(.storageFailed, "the sha256 is not lowercase hex"))
@@ -83,23 +85,18 @@ public final class FileSink: ImageSink {
         // are compared, not only its size: whatever else is there (written by hand, or before
         // keys were kept out of this namespace) is replaced, so a result never points at
         // another body. Files only ever appear under their final name complete (temporary
-        // file + rename).
-        if contentAddressed, FileSink.existingFileSize(path) == request.body.count,
-            FileSink.fileHolds(request.body, at: path)
+        // file + rename). A file this process already found right, and unchanged since (same
+        // inode, size and times), needs only the `stat`.
+        if contentAddressed, let identity = FileIdentity(path: path), identity.size == request.body.count,
+            verified.withLock({ $0.holds(path, as: identity) }) || FileSink.fileHolds(request.body, at: path)
         {
+            verified.withLock { $0.remember(path, as: identity) }
             return .success(StoredObject(location: "file://" + path))
         }
         return FileSink.write(request.body, key: key, path: path, fsync: fsync)
     }
 
     // MARK: - Writing
-
-    /// The size of the regular file at `path`, or nil when there is none.
-    fileprivate static func existingFileSize(_ path: String) -> Int? {
-        var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int(info.st_size)
-    }
 
     /// Whether the file at `path` holds exactly `body` (read in 64 KiB chunks; false on any error).
     /// Every job whose image is already stored comes through here, so the chunk is neither zeroed
