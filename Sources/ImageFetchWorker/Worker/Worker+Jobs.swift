@@ -72,10 +72,10 @@ extension Worker {
         let maxPixels = configuration.fetch.maxPixels
         // Stops the download as soon as the header proves the image too large.
         request.inspector = { prefix in
-            switch ImageSniffer.inspect(prefix, isComplete: false) {
-            case .needMoreData: return .needMore
-            case .notAnImage: return .accept
-            case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject(reason: $0.message) } ?? .accept
+            switch ImagePolicy.checkPrefix(prefix, maxPixels: maxPixels) {
+            case .needMore: return .needMore
+            case .accept: return .accept
+            case .refuse(let refusal): return .reject(reason: JobError(refusal).message)
             }
         }
         // Completions arrive on the work queue, several small ones to a block.
@@ -106,34 +106,15 @@ extension Worker {
         publishThenSettle(context, decision)
     }
 
-    /// `too_many_pixels` when what a decoder would allocate is over the limit: width × height, or
-    /// the canvas that frames beyond a GIF's logical screen grow.
+    /// `too_many_pixels` when what a decoder would allocate is over the limit (``ImagePolicy``).
     static func pixelLimitError(_ info: ImageInfo, maxPixels: Int) -> JobError? {
-        guard info.exceedsPixels(maxPixels) else { return nil }
-        return JobError(.tooManyPixels, "the image needs \(info.canvasWidth ?? info.width) × \(info.canvasHeight ?? info.height) pixels, over fetch.max_pixels")
+        ImagePolicy.pixelRefusal(info, maxPixels: maxPixels).map(JobError.init)
     }
 
-    /// What a whole body is, or why it fails: `not_an_image`, `too_many_pixels`, or, when the
-    /// headers are an image but the walk to its end is not (`ImageSniffer.checkStructure`),
-    /// `truncated` or `corrupt_image`. The walk runs after the pixel limit, so a bomb is refused by
-    /// its header alone.
+    /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:)``): `not_an_image`,
+    /// `too_many_pixels`, `truncated` or `corrupt_image`.
     static func checkImage(_ body: [UInt8], maxPixels: Int) -> Result<ImageInfo, JobError> {
-        body.withUnsafeBytes { bytes in
-            let info: ImageInfo
-            switch ImageSniffer.inspect(bytes, isComplete: true) {
-            case .image(let found):
-                info = found
-            case .notAnImage(let reason):
-                return .failure(JobError(.notAnImage, "the body is not a supported image (\(reason))"))
-            case .needMoreData:
-                return .failure(JobError(.notAnImage, "the body is not a supported image"))
-            }
-            if let error = pixelLimitError(info, maxPixels: maxPixels) { return .failure(error) }
-            if let problem = ImageSniffer.checkStructure(bytes, format: info.format) {
-                return .failure(JobError(problem))
-            }
-            return .success(info)
-        }
+        ImagePolicy.check(body, maxPixels: maxPixels).mapError(JobError.init)
     }
 
     // MARK: - Fetched (work queue)
