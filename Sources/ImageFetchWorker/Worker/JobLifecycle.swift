@@ -2,12 +2,12 @@
 /// worker's runner (``Worker/run(_:_:)``) feeds the events and performs the actions.
 ///
 /// ```
-/// received ──► waiting ──► admitted ──► fetched ──► decided ──► publishing ──► settled
-///    │            │           │            │           ▲             │
-///    │            │           └────────────┴───────────┼─► handedBack ◄┘ (lost channel)
-///    │            ├──► (deferred) ─────────────────────┤
-///    │            └──► handedBack (drain, lost channel)│
-///    └──► (answered without a fetch) ──────────────────┘       publishing ─► rejecting ─► settled
+/// received ─► waiting ─► admitted ─► fetched ─► decided ─► publishing ─► settled
+/// received ─► decided                        answered without a fetch (invalid, poison, bad URL)
+/// waiting ─► decided                         deferred: republished to a delay queue
+/// waiting, admitted, fetched, decided ─► handedBack   the drain, its deadline, a lost channel
+/// publishing ─► handedBack                   the channel was lost before every confirm
+/// publishing ─► rejecting ─► settled         a copy that cannot be encoded
 /// ```
 ///
 /// What the job holds, by state, and where each is given back; nothing else gives them back:
