@@ -93,7 +93,7 @@ extension BrokerSession {
         guard let connection else { return }
         let limit = configuration.queue.maxJobBytes
         let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
-        let attempt = Int(clamping: properties.headers["x-attempt"]?.intValue ?? 1)
+        let attempt = Int(clamping: properties.headers[JobHeaders.attempt]?.intValue ?? 1)
         let original = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: false, properties: properties, body: [])
         let copy = OutcomePolicy(configuration).deadCopy(of: original, error: error, attempt: max(attempt, 1))
         do {

@@ -269,11 +269,6 @@ package final class BrokerSession: @unchecked Sendable {
         }
     }
 
-    /// Number of publishes waiting for their confirm.
-    package var outstandingConfirms: Int {
-        queue.sync { confirms.pendingCount }
-    }
-
     /// Closes the channel and the connection; safe to call more than once.
     package func close() {
         queue.sync {

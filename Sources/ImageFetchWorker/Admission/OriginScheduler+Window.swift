@@ -149,33 +149,18 @@ extension OriginScheduler {
 
     // MARK: - Taking jobs back
 
-    /// Every waiting job (the drain hands them back), oldest first per origin.
+    /// Every waiting job (the drain, or a lost channel, hands them back), oldest first per origin.
     package mutating func takeAll() -> [Element] {
-        removeWaiting { _ in true }
-    }
-
-    /// The waiting jobs that `predicate` picks (those of a lost channel), in arrival order per origin.
-    package mutating func removeWaiting(where predicate: (Element) -> Bool) -> [Element] {
         var removed: [Element] = []
-        var index = 0
-        while index < backlogged.count {
-            let origin = backlogged[index]
-            guard let stateIndex = origins.index(forKey: origin) else { index += 1; continue }
-            var kept = CircularBuffer<Entry>()
-            let waiting = origins.values[stateIndex].waiting
-            for entry in waiting {
-                if predicate(entry.element) { removed.append(entry.element) } else { kept.append(entry) }
-            }
-            waitingCount -= waiting.count - kept.count
-            origins.values[stateIndex].waiting = kept
+        removed.reserveCapacity(waitingCount)
+        for origin in backlogged {
+            guard let stateIndex = origins.index(forKey: origin) else { continue }
+            for entry in origins.values[stateIndex].waiting { removed.append(entry.element) }
+            origins.values[stateIndex].waiting = CircularBuffer()
             syncBusy(stateIndex)
-            if kept.isEmpty {
-                backlogged.swapAt(index, backlogged.count - 1)
-                backlogged.removeLast()
-            } else {
-                index += 1
-            }
         }
+        backlogged.removeAll()
+        waitingCount = 0
         return removed
     }
 

@@ -61,16 +61,7 @@ package struct OriginScheduler<Element> {
     }
 
     /// What a finished fetch tells about its origin.
-    package enum FetchOutcome: Sendable, Equatable {
-        /// A response came. `latencyNanoseconds` is the time to first byte after the connection was
-        /// set up; `retryAfterSeconds` the parsed `Retry-After` of a 429 or 503.
-        case response(status: Int, latencyNanoseconds: UInt64?, durationNanoseconds: UInt64,
-                      retryAfterSeconds: Double?)
-        /// A connect timeout, or a refused or reset connection.
-        case connectFailure(durationNanoseconds: UInt64)
-        /// Anything that says nothing about the origin's load (DNS, TLS, a veto, an abort).
-        case other
-    }
+    package typealias FetchOutcome = OriginFetchOutcome
 
     /// Changes worth a log line and a metric.
     package enum Event: Equatable, Sendable {
@@ -383,3 +374,15 @@ extension OriginScheduler.Start: Sendable where Element: Sendable {}
 extension OriginScheduler.Deferral: Sendable where Element: Sendable {}
 extension OriginScheduler.State: Sendable where Element: Sendable {}
 extension OriginScheduler.Entry: Sendable where Element: Sendable {}
+
+/// What a finished fetch tells the scheduler about its origin; the same for any element type.
+package enum OriginFetchOutcome: Sendable, Equatable {
+    /// A response came. `latencyNanoseconds` is the time to first byte after the connection was
+    /// set up; `retryAfterSeconds` the parsed `Retry-After` of a 429 or 503.
+    case response(status: Int, latencyNanoseconds: UInt64?, durationNanoseconds: UInt64,
+                  retryAfterSeconds: Double?)
+    /// A connect timeout, or a refused or reset connection.
+    case connectFailure(durationNanoseconds: UInt64)
+    /// Anything that says nothing about the origin's load (DNS, TLS, a veto, an abort).
+    case other
+}

@@ -17,6 +17,9 @@ package final class WorkerStats: Sendable {
     }
 
     private let state = Mutex(Snapshot())
+    /// The gauges, moved only by the jobs' lifecycles (``jobMoved(from:to:)``).
+    private let waiting = Atomic<Int>(0)
+    private let inFlight = Atomic<Int>(0)
     /// Where the same events go as Prometheus metrics.
     package let metrics: WorkerMetrics
 
@@ -24,28 +27,31 @@ package final class WorkerStats: Sendable {
         self.metrics = metrics
     }
 
-    package var snapshot: Snapshot { state.withLock { $0 } }
+    package var snapshot: Snapshot {
+        var snapshot = state.withLock { $0 }
+        snapshot.waiting = waiting.load(ordering: .relaxed)
+        snapshot.inFlight = inFlight.load(ordering: .relaxed)
+        return snapshot
+    }
 
     func received() {
-        let waiting = state.withLock { $0.received += 1; $0.waiting += 1; return $0.waiting }
+        state.withLock { $0.received += 1 }
         metrics.jobsReceived.increment()
-        metrics.waiting.record(waiting)
     }
 
-    func admitted() {
-        let (waiting, inFlight) = state.withLock { $0.waiting -= 1; $0.inFlight += 1; return ($0.waiting, $0.inFlight) }
-        metrics.waiting.record(waiting)
-        metrics.inFlight.record(inFlight)
-    }
-
-    func skippedAdmission(_ count: Int = 1) {
-        let waiting = state.withLock { $0.waiting -= count; return $0.waiting }
-        metrics.waiting.record(waiting)
-    }
-
-    func finished() {
-        let inFlight = state.withLock { $0.inFlight -= 1; return $0.inFlight }
-        metrics.inFlight.record(inFlight)
+    /// A job's lifecycle moved from one phase to another: the gauges follow its state, so they
+    /// cannot drift from what the jobs hold.
+    func jobMoved(from old: JobLifecycle.Phase, to new: JobLifecycle.Phase) {
+        switch old {
+        case .waiting: metrics.waiting.record(waiting.subtract(1, ordering: .relaxed).newValue)
+        case .inFlight: metrics.inFlight.record(inFlight.subtract(1, ordering: .relaxed).newValue)
+        case .arrived, .done: break
+        }
+        switch new {
+        case .waiting: metrics.waiting.record(waiting.add(1, ordering: .relaxed).newValue)
+        case .inFlight: metrics.inFlight.record(inFlight.add(1, ordering: .relaxed).newValue)
+        case .arrived, .done: break
+        }
     }
 
     func succeeded() {

@@ -111,7 +111,7 @@ package final class DeadLetterRedrive {
     private static func entry(_ message: AMQPConnection.Fetched) -> Entry {
         let object = try? JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any]
         let id = (object?["id"] as? String) ?? (object?["id"] as? NSNumber)?.stringValue ?? message.properties.messageID
-        return Entry(id: id, code: message.properties.headers["x-error-code"]?.stringValue,
-                     attempt: message.properties.headers["x-attempt"]?.intValue, moved: true)
+        return Entry(id: id, code: message.properties.headers[JobHeaders.errorCode]?.stringValue,
+                     attempt: message.properties.headers[JobHeaders.attempt]?.intValue, moved: true)
     }
 }

@@ -19,8 +19,8 @@ package struct RedrivePolicy: Sendable, Equatable {
     /// redriven job's attempts afresh, and the broker writes its own `x-death` again if it
     /// dead-letters the copy.
     static let droppedHeaders: Set<String> = [
-        "x-attempt", "x-first-seen", "x-error-code", "x-error-message", "x-publish-seq", "x-delivery-count",
-        "x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
+        JobHeaders.attempt, JobHeaders.firstSeen, JobHeaders.errorCode, JobHeaders.errorMessage, "x-publish-seq",
+        "x-delivery-count", JobHeaders.death, "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason",
         "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason",
         // The deferral budget of origin-aware scheduling starts again too.
         OutcomePolicy.deferralsHeader, OutcomePolicy.deferredSecondsHeader,
@@ -28,7 +28,7 @@ package struct RedrivePolicy: Sendable, Equatable {
 
     /// Whether the dead letter with these properties matches the filters at `now` (seconds since 1970).
     package func selects(_ properties: AMQPProperties, now: Double) -> Bool {
-        if let code, properties.headers["x-error-code"]?.stringValue != code {
+        if let code, properties.headers[JobHeaders.errorCode]?.stringValue != code {
             return false
         }
         if let olderThan {
@@ -58,7 +58,7 @@ package struct RedrivePolicy: Sendable, Equatable {
     package static func redriven(_ properties: AMQPProperties, now: Double) -> AMQPProperties {
         var copy = properties
         copy.persistent = true
-        let code = properties.headers["x-error-code"]?.stringValue
+        let code = properties.headers[JobHeaders.errorCode]?.stringValue
         for name in droppedHeaders {
             copy.headers[name] = nil
         }

@@ -17,7 +17,6 @@ package final class CredentialProvider: Sendable {
         var credentials: AWSCredentials?
         var lastError: String?
         var failures = 0
-        var refreshing = false
     }
 
     private let source: AWSCredentialSource
@@ -134,13 +133,7 @@ package final class CredentialProvider: Sendable {
         case .success(let built): request = built
         case .failure(let problem): return .failure(problem)
         }
-        let done = DispatchSemaphore(value: 0)
-        let box = Mutex<FetchResponse?>(nil)
-        engine.fetch(request) { response in
-            box.withLock { $0 = response }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + Self.requestTimeout + 5) == .success, let response = box.withLock({ $0 }) else {
+        guard let response = engine.fetchAndWait(request, timeout: .now() + Self.requestTimeout + 5) else {
             return .failure(ConfigProblem("the credentials request did not finish"))
         }
         return CredentialRequests.parse(response, for: source)

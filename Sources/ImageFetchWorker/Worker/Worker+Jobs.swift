@@ -3,29 +3,6 @@ import Dispatch
 import Foundation
 import Logging
 
-/// Per-job state that outlives the closures of one job.
-final class JobContext: @unchecked Sendable {
-    // @unchecked Sendable: each `var` is written by one stage before the next stage is scheduled
-    // (intake → admission → fetch completion → storage → publish), so the queue hand-offs order
-    // every access.
-    let delivery: Delivery
-    let job: Job?
-    var admittedAt: UInt64 = 0
-    /// The checked URL, as libcurl is given it.
-    var fetchURL: String?
-    /// Its place at its origin while it fetches; not the ticket, which holds the context itself.
-    var slot: OriginSlot?
-    var slotReleased = false
-    /// The job's W3C context and spans; its messages and log lines carry the context.
-    let trace: JobTrace
-
-    init(delivery: Delivery, job: Job?, trace: JobTrace) {
-        self.delivery = delivery
-        self.job = job
-        self.trace = trace
-    }
-}
-
 extension Worker {
     // MARK: - Intake (channel queue)
 
@@ -36,7 +13,8 @@ extension Worker {
         let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
         switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders) {
         case .failure(let error):
-            let context = beginUnscheduled(JobContext(delivery: delivery, job: nil, trace: trace))
+            let context = JobContext(delivery: delivery, job: nil, trace: trace)
+            run(context) { $0.answeredWithoutFetch() }
             logger.warning("invalid job dead-lettered", metadata: trace.logMetadata.merging([
                 "reason": "\(error.message)", "bytes": "\(delivery.body.count)",
             ]) { $1 })
@@ -51,16 +29,19 @@ extension Worker {
             logger.error("job redelivered too often; dead-lettered as poison", metadata: trace.logMetadata.merging([
                 "job_id": "\(job.id)", "limit": "\(configuration.queue.deliveryLimit)",
             ]) { $1 })
-            publishThenSettle(beginUnscheduled(context), policy.poison(delivery, job: job))
+            run(context) { $0.answeredWithoutFetch() }
+            publishThenSettle(context, policy.poison(delivery, job: job))
             return
         }
         switch URLPolicy.validate(job.url) {
         case .failure(let refusal):
-            finish(beginUnscheduled(context), job: job, error: JobError(refusal), response: nil)
+            run(context) { $0.answeredWithoutFetch() }
+            finish(context, job: job, error: JobError(refusal), response: nil)
         case .success(let url):
             // Most URLs pass unchanged: then the job's string is shared instead of kept twice
             // for every prefetched job.
             context.fetchURL = url.url == job.url ? job.url : url.url
+            run(context) { $0.submitted() }
             admission.submit(context, origin: Origin(url), deferredBefore: Self.comesBackFromDeferral(delivery))
         }
     }
@@ -71,39 +52,30 @@ extension Worker {
         return (count.intValue ?? 1) > 0
     }
 
-    /// A job answered without a fetch still counts in flight until it settles.
-    private func beginUnscheduled(_ context: JobContext) -> JobContext {
-        inFlight.enter()
-        stats.admitted()
-        context.admittedAt = DispatchTime.now().uptimeNanoseconds
-        context.slotReleased = true  // it never took a permit
-        return context
-    }
-
     // MARK: - Admission (admission queue)
 
-    /// Admission gave the job a permit: fetch it.
+    /// Admission gave the job a permit and its origin's slot. Only decoded jobs with a checked URL
+    /// are scheduled; should one ever lack them, it gives both back and is handed back to the
+    /// broker rather than lost.
     func start(_ ticket: Admission<JobContext>.Ticket) {
         let context = ticket.element
-        stats.admitted()
-        guard let job = context.job, let url = context.fetchURL else {
-            // Only decoded jobs with a checked URL are scheduled; should one ever lack them, it
-            // gives its permit back and is handed back to the broker rather than lost.
-            releaseSlot(context)
-            admission.finished(ticket.slot, outcome: .other)
-            return handBack(context)
-        }
+        let canStart = context.job != nil && context.fetchURL != nil
+        run(context) { $0.admitted(ticket.slot, canStart: canStart) }
+    }
+
+    /// The lifecycle's ``JobLifecycle/Action/fetch``: the job holds a permit and its origin's slot.
+    func startFetch(_ context: JobContext) {
+        guard let job = context.job, let url = context.fetchURL else { return }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
-        context.slot = ticket.slot
         var request = FetchRequest(url: url)
         request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: job.headers)
         let maxPixels = configuration.fetch.maxPixels
         // Stops the download as soon as the header proves the image too large.
         request.inspector = { prefix in
-            switch ImageSniffer.inspect(prefix, isComplete: false) {
-            case .needMoreData: return .needMore
-            case .notAnImage: return .accept
-            case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject(reason: $0.message) } ?? .accept
+            switch ImagePolicy.checkPrefix(prefix, maxPixels: maxPixels) {
+            case .needMore: return .needMore
+            case .accept: return .accept
+            case .refuse(let refusal): return .reject(reason: JobError(refusal).message)
             }
         }
         // Completions arrive on the work queue, several small ones to a block.
@@ -119,10 +91,9 @@ extension Worker {
     /// The scheduler gave the job up from the window: republish it to a delay queue, then ack it.
     func deferJob(_ context: JobContext, origin: Origin, atLeastSeconds: Double?,
                   reason: OriginScheduler<JobContext>.DeferralReason) {
-        stats.admitted()
+        run(context) { $0.deferred() }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
-        context.slotReleased = true
-        guard let job = context.job else { return handBack(context) }
+        guard let job = context.job else { return run(context) { $0.handBack() } }
         guard let decision = policy.deferred(context.delivery, job: job, atLeastSeconds: atLeastSeconds) else {
             finish(context, job: job, error: policy.budgetSpent, response: nil)
             return
@@ -135,41 +106,15 @@ extension Worker {
         publishThenSettle(context, decision)
     }
 
-    /// `too_many_pixels` when what a decoder would allocate is over the limit: width × height, or
-    /// the canvas that frames beyond a GIF's logical screen grow.
+    /// `too_many_pixels` when what a decoder would allocate is over the limit (``ImagePolicy``).
     static func pixelLimitError(_ info: ImageInfo, maxPixels: Int) -> JobError? {
-        guard info.exceedsPixels(maxPixels) else { return nil }
-        return JobError(.tooManyPixels, "the image needs \(info.canvasWidth ?? info.width) × \(info.canvasHeight ?? info.height) pixels, over fetch.max_pixels")
+        ImagePolicy.pixelRefusal(info, maxPixels: maxPixels).map(JobError.init)
     }
 
-    /// What a whole body is, or why it fails: `not_an_image`, `too_many_pixels`, or, when the
-    /// headers are an image but the walk to its end is not (`ImageSniffer.checkStructure`),
-    /// `truncated` or `corrupt_image`. The walk runs after the pixel limit, so a bomb is refused by
-    /// its header alone.
+    /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:)``): `not_an_image`,
+    /// `too_many_pixels`, `truncated` or `corrupt_image`.
     static func checkImage(_ body: [UInt8], maxPixels: Int) -> Result<ImageInfo, JobError> {
-        body.withUnsafeBytes { bytes in
-            let info: ImageInfo
-            switch ImageSniffer.inspect(bytes, isComplete: true) {
-            case .image(let found):
-                info = found
-            case .notAnImage(let reason):
-                return .failure(JobError(.notAnImage, "the body is not a supported image (\(reason))"))
-            case .needMoreData:
-                return .failure(JobError(.notAnImage, "the body is not a supported image"))
-            }
-            if let error = pixelLimitError(info, maxPixels: maxPixels) { return .failure(error) }
-            if let problem = ImageSniffer.checkStructure(bytes, format: info.format) {
-                return .failure(JobError(problem))
-            }
-            return .success(info)
-        }
-    }
-
-    private func releaseSlot(_ context: JobContext) {
-        guard !context.slotReleased else { return }
-        context.slotReleased = true
-        // At the end of the block of completions this runs in, with the others (one wake-up).
-        CompletionBatch.signal(semaphore)
+        ImagePolicy.check(body, maxPixels: maxPixels).mapError(JobError.init)
     }
 
     // MARK: - Fetched (work queue)
@@ -177,9 +122,8 @@ extension Worker {
     private func fetched(_ context: JobContext, job: Job, response: FetchResponse, error: JobError?) {
         // One parse for both the origin's pause and the retry's delay.
         let retryAfter = Self.retryAfterSeconds(response, cap: configuration.scheduler.maxRetryAfter)
-        if let slot = context.slot {
-            admission.finished(slot, outcome: Self.originOutcome(response, error: error, retryAfterSeconds: retryAfter))
-        }
+        let originOutcome = Self.originOutcome(response, error: error, retryAfterSeconds: retryAfter)
+        run(context) { $0.fetched(originOutcome) }
         if let timings = response.timings {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
         }
@@ -189,10 +133,10 @@ extension Worker {
         }
         if !response.body.isEmpty { stats.metrics.fetchedBytes.increment(by: response.body.count) }
         if let error {
-            releaseSlot(context)
             if error.code == .aborted {
-                handBack(context)
+                run(context) { $0.handBack() }
             } else {
+                run(context) { $0.decided() }
                 finish(context, job: job, error: error, response: response, retryAfterSeconds: retryAfter)
             }
             return
@@ -204,7 +148,7 @@ extension Worker {
         case .success(let found):
             info = found
         case .failure(let error):
-            releaseSlot(context)
+            run(context) { $0.decided() }
             finish(context, job: job, error: error, response: response)
             return
         }
@@ -215,7 +159,7 @@ extension Worker {
         let storeSpan = context.trace.stage("store")
         sink.store(request) { result in
             JobTrace.endStore(storeSpan, result)
-            self.releaseSlot(context)
+            self.run(context) { $0.decided() }
             switch result {
             case .success(let stored):
                 self.finish(context, job: job, error: nil, response: response, image: info, digest: digest,
@@ -289,115 +233,38 @@ extension Worker {
         publishThenSettle(context, decision)
     }
 
-    /// The fetch was aborted at the drain deadline: the delivery goes back to the queue.
-    func handBack(_ context: JobContext) {
-        let delivery = context.delivery
-        context.trace.end(errorCode: JobError.Code.aborted.rawValue)
-        session.queue.async { [self] in
-            session.nackOnQueue(delivery, requeue: true)
-            stats.handedBack()
-            stats.finished()
-            inFlight.leave()
-        }
-    }
-
-    /// Publishes every message of `decision`, and acks the delivery only when the broker confirmed
-    /// all of them; otherwise it is nacked (`decision.ifUnconfirmed`), or, on a lost channel, left
-    /// for redelivery. Then the job leaves the in-flight group.
+    /// Publishes every message of `decision`; the job's lifecycle settles its delivery once the
+    /// broker has answered them all (``JobLifecycle/publishAnswered(_:)``).
     func publishThenSettle(_ context: JobContext, _ decision: consuming OutcomePolicy.Decision) {
         let trace = context.trace
-        // The confirm callbacks keep only what settling needs, not the context, the delivery's
-        // content or the messages: hundreds of results wait for their confirm at once.
-        let receipt = context.delivery.withoutContent
-        let jobOutcome = decision.outcome
+        let outcome = decision.outcome
         let requeueIfUnconfirmed = decision.ifUnconfirmed == .requeue
-        let redeliveredJobID = context.job.flatMap { $0.redelivered ? $0.id : nil }
-        // Only a decision with a copy of the delivery (and no result) keeps the job, for the
-        // fallback result should that copy not fit in a frame; a result-only decision keeps none.
-        let fallbackJob: Job?
-        switch jobOutcome {
-        case .retry, .deferred, .deadLettered: fallbackJob = context.job
-        case .ok, .failed, .failedFinal: fallbackJob = nil
-        }
         // Results, retry, deferral and dead-letter copies carry the job's trace context, set in
         // place: the decision is this call's own, so its messages are not copied.
         for index in decision.messages.indices {
             trace.carry(in: &decision.messages[index].properties.headers)
         }
         let messages = decision.messages
-        let publishSpan = trace.publish(to: messages.first?.routingKey ?? "")
+        context.publishSpan = trace.publish(to: messages.first?.routingKey ?? "")
+        run(context) { $0.publishing(messages.count, outcome: outcome, requeueIfUnconfirmed: requeueIfUnconfirmed) }
+        // The confirms keep the context, but not the delivery's content, the job (unless settling
+        // needs it) or the messages: hundreds of results wait for their confirm at once.
+        context.dropContent(keepingJob: JobLifecycle.hasFallbackResult(outcome))
         // Inside a block of completions, the publishes of the block go to the channel queue together.
         CompletionBatch.async(on: session.queue) { [self] in
-            let tally = PublishTally(remaining: messages.count)
             let publishedAt = DispatchTime.now().uptimeNanoseconds
             for message in messages {
-                session.publishOnQueue(message) { [self] outcome in
+                session.publishOnQueue(message) { [self] answer in
+                    // Runs on the channel queue, like the loop above.
                     let now = DispatchTime.now().uptimeNanoseconds
                     stats.metrics.confirmLatency.recordNanoseconds(Int64(now - publishedAt))
-                    // Runs on the channel queue, like the loop above.
-                    tally.remaining -= 1
-                    if outcome != .confirmed { tally.failure = outcome }
-                    guard tally.remaining == 0 else { return }
-                    JobTrace.endPublish(publishSpan, failure: tally.failure.map { "\($0)" })
-                    trace.end(errorCode: jobOutcome.errorCode ?? tally.failure.map { _ in "publish_unconfirmed" })
-                    switch tally.failure {
-                    case nil:
-                        session.ackOnQueue(receipt)
-                        stats.metrics.ackLatency.recordNanoseconds(Int64(now - receipt.receivedAt))
-                        count(jobOutcome, redeliveredJobID: redeliveredJobID)
-                    case .connectionLost:
-                        break  // the broker redelivers it; the old tag cannot be used
-                    case .unencodable:
-                        return settleUnencodable(receipt, job: fallbackJob)  // leaves inFlight itself
-                    default:
-                        logger.warning("publish not confirmed; job handed back", metadata: [
-                            "outcome": "\(tally.failure.map { "\($0)" } ?? "")",
-                            "requeue": "\(requeueIfUnconfirmed)",
-                        ])
-                        session.nackOnQueue(receipt, requeue: requeueIfUnconfirmed)
-                    }
-                    stats.finished()
-                    inFlight.leave()
+                    run(context) { $0.publishAnswered(answer) }
                 }
             }
         }
     }
 
-    /// A message of the job could not be encoded: a copy whose properties (the delivery's, plus
-    /// the worker's headers) do not fit in a frame. Nothing was sent and the connection goes on.
-    /// The original is rejected to the jobs queue's dead-letter exchange as it came, which loses
-    /// nothing (the broker adds `x-death`, reason `rejected`); for a job that had no result yet
-    /// (`job`), a result with `properties_too_large` says why first. Runs on the channel queue.
-    private func settleUnencodable(_ receipt: Delivery, job: Job?) {
-        logger.error("a copy of the job does not fit in a frame; the job is dead-lettered as it came", metadata: [
-            "job_id": "\(job?.id ?? "")", "error": "\(JobError.Code.propertiesTooLarge)",
-        ])
-        let reject: @Sendable () -> Void = { [self] in
-            session.nackOnQueue(receipt, requeue: false)
-            stats.failed(.propertiesTooLarge)
-            stats.deadLettered()
-            stats.finished()
-            inFlight.leave()
-        }
-        guard let job else { return reject() }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - receipt.receivedAt) / 1e6
-        var result = JobResult(job: job, status: .failed, durationMs: elapsed, worker: hostName,
-                               finishedAt: Date().timeIntervalSince1970)
-        result.error = JobError(
-            .propertiesTooLarge,
-            "the job's properties leave no room in a frame for the worker's headers; dead-lettered as it came",
-            retryable: false)
-        session.publishOnQueue(policy.resultMessage(result, job: job)) { [self] outcome in
-            guard outcome != .connectionLost else {
-                stats.finished()
-                inFlight.leave()
-                return  // redelivered, and decided again
-            }
-            reject()
-        }
-    }
-
-    private func count(_ outcome: OutcomePolicy.Outcome, redeliveredJobID: String?) {
+    func count(_ outcome: OutcomePolicy.Outcome, redeliveredJobID: String?) {
         if let redeliveredJobID { redeliveries.withLock { $0.forget(identity: redeliveredJobID) } }
         switch outcome {
         case .ok: stats.succeeded()
@@ -410,13 +277,6 @@ extension Worker {
         case .deferred: break
         }
     }
-}
-
-private final class PublishTally: @unchecked Sendable {
-    // @unchecked Sendable: created and used only on the channel queue.
-    var remaining: Int
-    var failure: PublishOutcome?
-    init(remaining: Int) { self.remaining = remaining }
 }
 
 extension Digest {

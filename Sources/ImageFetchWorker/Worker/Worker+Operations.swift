@@ -39,9 +39,6 @@ extension Worker {
             })
     }
 
-    /// The port the operations endpoint listens on, if it runs.
-    package var httpPort: Int? { healthServerPort }
-
     // MARK: - Origin events
 
     /// Limit cuts and pauses: counted, and logged at most once per origin and interval.

@@ -17,8 +17,8 @@ import Synchronization
 /// - the control queue runs the drain and the timers.
 package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     // @unchecked Sendable: the stored properties are immutable or thread-safe themselves (queues,
-    // semaphore, group, locked values, admission); `drain`, the timers and `healthServer` are
-    // touched only at start-up or on `control`.
+    // semaphore, group, locked values, admission); `drainCompletion`, the timers and
+    // `healthServer` are touched only at start-up or on `control`.
 
     package let configuration: WorkerConfiguration
     package let stats: WorkerStats
@@ -38,13 +38,12 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     private(set) var admission: Admission<JobContext>!
 
     let redeliveries: Mutex<RedeliveryCounter>
-    private let drainingFlag = Mutex(false)
-    private var drain = DrainStateMachine()
+    /// The drain's state; its one copy: readiness and intake read it from other queues.
+    private let drain = Mutex(DrainStateMachine())
     private var drainCompletion: (@Sendable (Int32) -> Void)?
     var summaryTimer: (any DispatchSourceTimer)?
     var depthTimer: (any DispatchSourceTimer)?
     private var healthServer: HealthServer?
-    var healthServerPort: Int? { healthServer?.port }
     let lastSummary = Mutex((count: 0, time: DispatchTime.now().uptimeNanoseconds))
     let originLog = OriginLogLimiter()
 
@@ -115,7 +114,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// Whether the worker is connected, consuming and not draining (`/readyz`).
     package var isReady: Bool { !isDraining && session.isConsuming }
 
-    var isDraining: Bool { drainingFlag.withLock { $0 } }
+    var isDraining: Bool { drain.withLock { $0.isDraining } }
 
     // MARK: - Running
 
@@ -153,13 +152,20 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// calls while draining change nothing.
     package func shutdown(completion: @escaping @Sendable (Int32) -> Void) {
         control.async { [self] in
-            guard !drain.isDraining else { return }
+            guard !isDraining else { return }
             drainCompletion = completion
-            perform(drain.shutdownRequested())
+            modifyDrain { $0.shutdownRequested() }
         }
     }
 
     // MARK: - The drain (control queue)
+
+    /// The drain's one entry: the state machine changes state under the lock, and the action runs
+    /// after it, on the control queue.
+    private func modifyDrain(_ event: (inout DrainStateMachine) -> DrainStateMachine.Action) {
+        dispatchPrecondition(condition: .onQueue(control))
+        perform(drain.withLock { event(&$0) })
+    }
 
     private func perform(_ action: DrainStateMachine.Action) {
         dispatchPrecondition(condition: .onQueue(control))
@@ -167,24 +173,18 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         case .none:
             break
         case .stopConsumingAndWait:
-            drainingFlag.withLock { $0 = true }
-            session.stopConsuming { [self] in control.async { self.perform(self.drain.consumerStopped()) } }
+            session.stopConsuming { [self] in control.async { self.modifyDrain { $0.consumerStopped() } } }
             let timeout = configuration.worker.drainTimeout
             // Waits on a queue of its own, so the channel queue keeps serving confirms and heartbeats.
             DispatchQueue.global().async { [self] in
                 let drained = inFlight.wait(timeout: .now() + timeout) == .success
-                control.async { self.perform(drained ? self.drain.jobsDrained() : self.drain.deadlinePassed()) }
+                control.async { self.modifyDrain { drained ? $0.jobsDrained() : $0.deadlinePassed() } }
             }
         case .handBackWaiting:
             session.queue.async { [self] in
-                let waiting = takeWaitingJobs()
-                for context in waiting { session.nackOnQueue(context.delivery, requeue: true) }
-                // Each held the group since admission took it in (docs/architecture.md).
-                for _ in waiting { inFlight.leave() }
-                stats.skippedAdmission(waiting.count)
-                stats.handedBack(waiting.count)
-                if !waiting.isEmpty {
-                    logger.info("handed back deliveries that were not admitted", metadata: ["count": "\(waiting.count)"])
+                let count = dropWaitingJobs(nack: true)
+                if count > 0 {
+                    logger.info("handed back deliveries that were not admitted", metadata: ["count": "\(count)"])
                 }
             }
         case .abortFetches:
@@ -194,7 +194,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             fetchEngine.cancelAll()
             DispatchQueue.global().async { [self] in
                 let drained = inFlight.wait(timeout: .now() + 5) == .success
-                control.async { self.perform(drained ? self.drain.jobsDrained() : self.drain.abortGraceEnded()) }
+                control.async { self.modifyDrain { drained ? $0.jobsDrained() : $0.abortGraceEnded() } }
             }
         case .close:
             summaryTimer?.cancel()
@@ -202,7 +202,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             logSummary()
             session.close()
             fetchEngine.shutdown()
-            perform(drain.closed())
+            modifyDrain { $0.closed() }
         case .finish(let status):
             logger.info("drained; exiting")
             drainCompletion?(status)
@@ -210,12 +210,14 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         }
     }
 
-    /// Every job still waiting for admission, taken out to go back to the broker unanswered; each
-    /// ends its span as `aborted`, like a fetch aborted at the drain deadline.
-    private func takeWaitingJobs() -> [JobContext] {
+    /// Takes every job still waiting for admission out, to go back to the broker unanswered
+    /// (nacked with requeue if `nack`, else left to a lost channel's redelivery); each ends its
+    /// span as `aborted`, like a fetch aborted at the drain deadline, and leaves the group it held
+    /// since admission took it in (docs/architecture.md). Channel queue; returns how many.
+    private func dropWaitingJobs(nack: Bool) -> Int {
         let waiting = admission.takeAll()
-        for context in waiting { context.trace.end(errorCode: JobError.Code.aborted.rawValue) }
-        return waiting
+        for context in waiting { run(context) { $0.takenBack(nack: nack) } }
+        return waiting.count
     }
 
     // MARK: - BrokerSessionDelegate (channel queue)
@@ -223,7 +225,6 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     package func session(_ session: BrokerSession, didReceive delivery: Delivery) {
         stats.received()
         if isDraining {
-            stats.skippedAdmission()
             stats.handedBack()
             session.nackOnQueue(delivery, requeue: true)
             return
@@ -234,7 +235,6 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
         // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
         stats.received()
-        stats.skippedAdmission()
         stats.failed(error.code)
         stats.deadLettered()
         logger.warning("job over queue.max_job_bytes dead-lettered unread", metadata: ["error": "\(error.code)"])
@@ -251,11 +251,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
         // them, so they must not be worked on (their tags can never be acked).
-        let waiting = takeWaitingJobs()
-        for _ in waiting { inFlight.leave() }
-        let dropped = waiting.count
+        let dropped = dropWaitingJobs(nack: false)
         if dropped > 0 {
-            stats.skippedAdmission(dropped)
             logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
         }
     }

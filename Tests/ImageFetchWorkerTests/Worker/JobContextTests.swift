@@ -20,7 +20,8 @@ import Testing
                 Issue.record("nothing started")
                 return
             }
-            ticket.element.slot = ticket.slot
+            _ = ticket.element.lifecycle.submitted()
+            _ = ticket.element.lifecycle.admitted(ticket.slot, canStart: true)
             _ = scheduler.finished(ticket.slot, outcome: .other, now: 1)
         }
         #expect(released == nil)

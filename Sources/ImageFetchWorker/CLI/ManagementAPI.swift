@@ -126,14 +126,7 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
     /// Runs one request and waits for it. For the command line only: the calling thread blocks,
     /// while the engine's own queue does the work.
     private func perform(_ request: FetchRequest) -> FetchResponse {
-        let done = DispatchSemaphore(value: 0)
-        let box = Mutex<FetchResponse?>(nil)
-        engine.fetch(request) { response in
-            box.withLock { $0 = response }
-            done.signal()
-        }
-        done.wait()
-        return box.withLock { $0 } ?? FetchResponse(failure: .connectFailed(.noResponse))
+        engine.fetchAndWait(request) ?? FetchResponse(failure: .connectFailed(.noResponse))
     }
 
     private static func encoded(_ text: String) -> String {
