@@ -106,13 +106,18 @@ extension Worker {
             case .image(let info): return Self.pixelLimitError(info, maxPixels: maxPixels).map { .reject(reason: $0.message) } ?? .accept
             }
         }
-        // Completions arrive on the work queue, several small ones to a block.
-        let fetchSpan = context.trace.fetch(url: url)
-        fetchEngine.fetch(request) { response in
-            // The pipeline's edge: the engine's failure becomes a result code here, once.
-            let error = response.failure.map(JobError.init)
-            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
-            self.fetched(context, job: job, response: response, error: error)
+        // The response's opt-out headers stop the transfer before its body (Fetch/OptOut/).
+        request.optOut = optOutPolicy
+        // fetch.robots = respect: the origin's robots.txt decides first (Worker+OptOut.swift).
+        checkRobots(context, job: job, url: url, slot: ticket.slot) { [self] in
+            // Completions arrive on the work queue, several small ones to a block.
+            let fetchSpan = context.trace.fetch(url: url)
+            fetchEngine.fetch(request) { response in
+                // The pipeline's edge: the engine's failure becomes a result code here, once.
+                let error = response.failure.map(JobError.init)
+                JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
+                self.fetched(context, job: job, response: response, error: error)
+            }
         }
     }
 
@@ -165,7 +170,7 @@ extension Worker {
         }
     }
 
-    private func releaseSlot(_ context: JobContext) {
+    func releaseSlot(_ context: JobContext) {
         guard !context.slotReleased else { return }
         context.slotReleased = true
         // At the end of the block of completions this runs in, with the others (one wake-up).
@@ -184,6 +189,7 @@ extension Worker {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
         }
         fetchMetrics.record(response)
+        optOutMetrics.record(response)
         if let status = response.httpStatus, status == 429 || status == 503 {
             originMetrics.overloadResponse(status: status)
         }
