@@ -109,7 +109,7 @@ extension Worker {
         // The response's opt-out headers stop the transfer before its body (Fetch/OptOut/).
         request.optOut = optOutPolicy
         // fetch.robots = respect: the origin's robots.txt decides first (Worker+OptOut.swift).
-        checkRobots(context, job: job, url: url, slot: ticket.slot) { [self] in
+        checkRobots(context, job: job, url: url, slot: ticket.slot) { [self, request] in
             // Completions arrive on the work queue, several small ones to a block.
             let fetchSpan = context.trace.fetch(url: url)
             fetchEngine.fetch(request) { response in

@@ -26,7 +26,7 @@ package struct RobotsCache<Waiter> {
     }
 
     /// What a lookup asks of the caller.
-    package enum Lookup {
+    package enum Lookup: Sendable {
         /// Known and fresh.
         case ready(RobotsRules)
         /// Unknown or stale: the caller fetches robots.txt and reports with ``fetched(_:_:now:)``.
@@ -36,7 +36,7 @@ package struct RobotsCache<Waiter> {
     }
 
     /// How a robots.txt fetch ended.
-    package enum Fetched {
+    package enum Fetched: Sendable {
         /// Rules to keep: parsed (2xx), ``RobotsRules/allowAll`` (4xx) or ``RobotsRules/disallowAll``.
         case rules(RobotsRules)
         /// The fetch was aborted (the drain's deadline): nothing is learnt, the waiters give up.
