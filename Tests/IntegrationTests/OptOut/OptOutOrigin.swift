@@ -9,7 +9,8 @@ import Synchronization
 ///
 /// | path | response |
 /// |---|---|
-/// | `/robots.txt` | ``Behaviour/robots``: a body (200), or a status; after ``Behaviour/robotsDelay`` |
+/// | `/robots.txt` | ``Behaviour/robots``: a body (200), or a status; after ``Behaviour/robotsDelay``; or redirects |
+/// | `/hop/N` | 302 to `/hop/N-1`, and `/hop/1` to `/robots-final.txt`, which answers ``Behaviour/robots`` |
 /// | `/noai/…` | ``TestOrigin/okBody`` with `X-Robots-Tag: noai` |
 /// | `/scoped/…` | ``TestOrigin/okBody`` with `X-Robots-Tag: otherbot: noai, noml` |
 /// | `/tdm/…` | ``TestOrigin/okBody`` with `tdm-reservation: 1` |
@@ -20,6 +21,9 @@ final class OptOutOrigin: Sendable {
         /// `.success(text)`: 200 with `text`; `.failure(status)`: that status.
         var robots: RobotsAnswer = .status(404)
         var robotsDelay: Duration = .zero
+        /// When not 0, `/robots.txt` answers 302 through this many hops (`/hop/N` … `/hop/1`)
+        /// before `/robots-final.txt` gives ``robots``.
+        var robotsRedirects = 0
     }
 
     enum RobotsAnswer: Sendable {
@@ -96,7 +100,14 @@ private final class OptOutHandler: ChannelInboundHandler {
         guard case .head(let head) = unwrapInboundIn(data) else { return }
         let path = String(head.uri.prefix { $0 != "?" })
         state.log.withLock { $0.paths.append(path) }
-        if path == "/robots.txt" {
+        if path == "/robots.txt", state.behaviour.robotsRedirects > 0 {
+            return redirect(context, to: "/hop/\(state.behaviour.robotsRedirects)")
+        }
+        if path.hasPrefix("/hop/") {
+            let hop = Int(path.dropFirst(5)) ?? 1
+            return redirect(context, to: hop > 1 ? "/hop/\(hop - 1)" : "/robots-final.txt")
+        }
+        if path == "/robots.txt" || path == "/robots-final.txt" {
             let delay = state.behaviour.robotsDelay
             let answer = state.behaviour.robots
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -123,6 +134,14 @@ private final class OptOutHandler: ChannelInboundHandler {
         if path.hasPrefix("/scoped/") { extra.append(("X-Robots-Tag", "otherbot: noai, noml")) }
         if path.hasPrefix("/tdm/") { extra.append(("tdm-reservation", "1")) }
         respond(context, status: 200, type: "image/png", body: TestOrigin.okBody, extra: extra)
+    }
+
+    private func redirect(_ context: ChannelHandlerContext, to location: String) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Location", value: location)
+        headers.add(name: "Content-Length", value: "0")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
     private func stream(_ context: ChannelHandlerContext, chunk: ByteBuffer) {
