@@ -7,8 +7,8 @@ enum OptOutSyntax {
             let name = ConfigText.trimmed(String(entry)).lowercased()
             if name.isEmpty { continue }
             guard isToken(name, digits: true) else {
-                return .failure(ConfigProblem(
-                    "must be a comma-separated list of X-Robots-Tag directives like noai,noimageai, got \(ConfigText.quoted(name))"))
+                return .failure(ConfigProblem("must be a comma-separated list of X-Robots-Tag directives "
+                    + "like noai,noimageai, got \(ConfigText.quoted(name))"))
             }
             names.insert(name)
         }

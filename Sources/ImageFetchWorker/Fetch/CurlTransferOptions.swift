@@ -57,7 +57,8 @@ struct CurlTransferOptions {
         }
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
         // A body cut at `truncateBodyAt` is not refused for its declared length (0: no limit).
-        try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: request.truncateBodyAt == nil ? Int64(configuration.maxBytes) : 0)
+        try easy.set(
+            CURLOPT_MAXFILESIZE_LARGE, offset: request.truncateBodyAt == nil ? Int64(configuration.maxBytes) : 0)
 
         var headers = request.headers
         switch request.method {

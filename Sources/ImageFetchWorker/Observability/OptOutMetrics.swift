@@ -25,7 +25,8 @@ package final class OptOutMetrics: Sendable {
                 name: "image_fetch_opted_out_total", labels: [("signal", signal)], help: help)
         }
         self.optedOut = optedOut
-        let fetchHelp = "robots.txt fetches (fetch.robots=respect), by outcome: ok, missing (4xx), unreachable, aborted."
+        let fetchHelp =
+            "robots.txt fetches (fetch.robots=respect), by outcome: ok, missing (4xx), unreachable, aborted."
         var fetches: [RobotsFetchOutcome: Counter] = [:]
         for outcome in RobotsFetchOutcome.allCases {
             fetches[outcome] = registry.makeCounter(

@@ -75,7 +75,9 @@ package struct RobotsCache<Waiter> {
 
     /// The fetch of `origin`'s robots.txt ended: keeps the rules (unless aborted) and returns the
     /// waiters, each to be given the rules (nil: aborted).
-    package mutating func fetched(_ origin: Origin, _ outcome: Fetched, now: UInt64) -> (rules: RobotsRules?, waiters: [Waiter]) {
+    package mutating func fetched(
+        _ origin: Origin, _ outcome: Fetched, now: UInt64
+    ) -> (rules: RobotsRules?, waiters: [Waiter]) {
         var waiters: [Waiter] = []
         if case .fetching(let waiting)? = entries[origin] { waiters = waiting }
         guard case .rules(let rules) = outcome else {

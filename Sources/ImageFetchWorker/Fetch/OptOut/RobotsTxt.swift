@@ -105,7 +105,9 @@ package enum RobotsTxt {
                 inRules = true
                 guard !value.isEmpty, groupIsMine || groupIsGlobal else { continue }  // `Disallow:` allows all
                 var pattern = normalized(value)
-                if pattern.first != UInt8(ascii: "/"), pattern.first != UInt8(ascii: "*") { pattern.insert(UInt8(ascii: "/"), at: 0) }
+                if pattern.first != UInt8(ascii: "/"), pattern.first != UInt8(ascii: "*") {
+                    pattern.insert(UInt8(ascii: "/"), at: 0)
+                }
                 let rule = RobotsRules.Rule(allow: key == .allow, pattern: collapsingStars(pattern))
                 if groupIsMine { mine.append(rule) }
                 if groupIsGlobal { global.append(rule) }
@@ -136,7 +138,8 @@ package enum RobotsTxt {
     private static func productToken(_ value: ArraySlice<UInt8>) -> [UInt8] {
         value.prefix { byte in
             let lower = byte | 0x20
-            return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
         }.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0 }
     }
 
@@ -233,8 +236,10 @@ package enum RobotsTxt {
     /// RFC 3986's unreserved characters: ALPHA, DIGIT, `-`, `.`, `_`, `~`.
     private static func isUnreserved(_ byte: UInt8) -> Bool {
         let lower = byte | 0x20
-        return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+        return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+            || byte == UInt8(ascii: "~")
     }
 
     /// The path and query of a checked URL (`scheme://authority/path?query`), `/` at least.
@@ -242,7 +247,9 @@ package enum RobotsTxt {
         let utf8 = url.utf8
         guard let schemeEnd = utf8.firstRange(of: "://".utf8) else { return "/" }
         let rest = utf8[schemeEnd.upperBound...]
-        guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else { return "/" }
+        guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else {
+            return "/"
+        }
         let tail = rest[start...].prefix { $0 != UInt8(ascii: "#") }
         let text = String(decoding: tail, as: UTF8.self)
         return text.hasPrefix("/") ? text : "/" + text
