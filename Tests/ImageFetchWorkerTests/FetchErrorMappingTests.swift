@@ -72,6 +72,10 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         message: "the connection closed before the body was complete"),
     FetchErrorMappingRow(failure: .rejected(reason: fetchErrorMappingPixels.message), code: .tooManyPixels, retryable: false,
         message: fetchErrorMappingPixels.message),
+    FetchErrorMappingRow(failure: .optedOut(.xRobotsTag(directive: "noai")), code: .optedOut, retryable: false,
+        message: "the image's X-Robots-Tag says noai"),
+    FetchErrorMappingRow(failure: .optedOut(.tdmReservation), code: .optedOut, retryable: false,
+        message: "the image's tdm-reservation header reserves text and data mining"),
     FetchErrorMappingRow(failure: .initFailed(reason: "Failed initialization"), code: .connectFailed, retryable: true,
         message: "libcurl could not be initialised: Failed initialization"),
     FetchErrorMappingRow(failure: .transferFailed(reason: "Weird server reply"), code: .connectFailed, retryable: true,
@@ -110,11 +114,12 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
             case .tooLarge: "tooLarge"
             case .truncated: "truncated"
             case .rejected: "rejected"
+            case .optedOut: "optedOut"
             case .transferFailed: "transferFailed"
             case .initFailed: "initFailed"
             }
         }
-        #expect(Set(fetchErrorMappingTable.map { name($0.failure) }).count == 19)
+        #expect(Set(fetchErrorMappingTable.map { name($0.failure) }).count == 20)
     }
 
     @Test func theResponseShowsItsFailureAsAJobError() {

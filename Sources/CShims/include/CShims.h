@@ -14,6 +14,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/socket.h>
+/* This header and CCurl's both include <curl/curl.h>. When a compile batch loads this module
+ * first, libcurl's declarations belong to it, and a Swift file that imports CCurl alone cannot
+ * see them ("cannot find 'CURLE_OK' in scope"): every Swift file that imports CCurl imports
+ * CShims too. */
 #include <curl/curl.h>
 #if __has_include(<rabbitmq-c/amqp.h>)
 #include <rabbitmq-c/amqp.h>

@@ -94,6 +94,26 @@ extension ConfigurationKey {
         .optionalText("fetch.tls.ca_file", \.fetch.tls.caFile,
                       help: "CA bundle (PEM) that verifies the origins fetched; unset uses libcurl's system bundle.",
                       check: Check.readableFile),
+    ] + optOut
+
+    /// Opt-out signals (docs/configuration.md, "Opt-out signals").
+    static let optOut: [ConfigurationKey] = [
+        .choice("fetch.robots", \.fetch.robots,
+                help: "off, or respect: fetch each origin's robots.txt and end disallowed jobs opted_out."),
+        .parsed("fetch.opt_out.directives", \.fetch.optOut.directives,
+                help: "X-Robots-Tag directives that end a job opted_out, comma-separated; empty ignores X-Robots-Tag.",
+                show: { $0.isEmpty ? nil : $0.sorted().joined(separator: ",") }, parse: OptOutSyntax.directives),
+        .bool("fetch.opt_out.tdm_reservation", \.fetch.optOut.tdmReservation,
+              help: "End a job opted_out when the image's response says tdm-reservation: 1 (TDMRep)."),
+        .text("fetch.opt_out.user_agent", \.fetch.optOut.userAgent,
+              help: "Product token matched against robots.txt groups and X-Robots-Tag user-agent prefixes.",
+              check: OptOutSyntax.productToken),
+        .seconds("fetch.opt_out.robots_ttl", \.fetch.optOut.robotsTTL, allowZero: false,
+                 help: "How long an origin's robots.txt is kept before it is fetched again."),
+        .seconds("fetch.opt_out.robots_error_ttl", \.fetch.optOut.robotsErrorTTL, allowZero: false,
+                 help: "How long an unreachable robots.txt (5xx, no answer: disallow all) is kept."),
+        .int("fetch.opt_out.robots_max_origins", \.fetch.optOut.robotsMaxOrigins, in: 1...10_000_000,
+             help: "Origins whose robots.txt is kept at once; the least recently used go first."),
     ]
 
     static let retry: [ConfigurationKey] = [

@@ -102,7 +102,41 @@ package struct WorkerConfiguration: Sendable, Equatable {
         package var resolve: [String] = []
         /// `fetch.tls.*`: how origins' certificates are verified.
         package var tls = TLS()
+        /// `fetch.robots`: whether origins' robots.txt is fetched and obeyed.
+        package var robots: RobotsMode = .off
+        /// `fetch.opt_out.*`: which signals make a job end `opted_out`.
+        package var optOut = OptOut()
         package init() {}
+
+        package enum RobotsMode: String, Sendable, Equatable, CaseIterable {
+            case off
+            case respect
+        }
+
+        /// The opt-out signals (docs/configuration.md, "Opt-out signals").
+        package struct OptOut: Sendable, Equatable {
+            /// `fetch.opt_out.directives`: `X-Robots-Tag` directives that forbid a job, lower case.
+            package var directives: Set<String> = ["noai", "noimageai", "noml", "noindex", "noimageindex"]
+            /// `fetch.opt_out.tdm_reservation`: obey TDMRep's `tdm-reservation: 1`.
+            package var tdmReservation = true
+            /// `fetch.opt_out.user_agent`: the product token robots.txt groups and scoped
+            /// `X-Robots-Tag` directives are matched against.
+            package var userAgent = "image-fetch-worker"
+            /// `fetch.opt_out.robots_ttl`: seconds a fetched robots.txt is kept.
+            package var robotsTTL: Double = 86_400
+            /// `fetch.opt_out.robots_error_ttl`: seconds an unreachable robots.txt (complete
+            /// disallow) is kept before it is fetched again.
+            package var robotsErrorTTL: Double = 600
+            /// `fetch.opt_out.robots_max_origins`: origins whose robots.txt is kept at once.
+            package var robotsMaxOrigins = 10_000
+            package init() {}
+
+            /// The header checks, nil when no header signal is obeyed.
+            package var policy: OptOutPolicy? {
+                let policy = OptOutPolicy(directives: directives, tdmReservation: tdmReservation, userAgent: userAgent)
+                return policy.isActive ? policy : nil
+            }
+        }
 
         package struct TLS: Sendable, Equatable {
             /// `fetch.tls.ca_file`: the CA bundle (`CURLOPT_CAINFO`); nil uses libcurl's default,

@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 
 /// The fetch loop's idle easy handles: a reused handle keeps its caches (see
 /// ``CurlEasyHandle/reset()``), and costs no `curl_easy_init`.

@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 
 /// A failed libcurl call, with the code libcurl returned.
 enum CurlError: Error, Sendable {

@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 
 /// Owns one libcurl string list (`curl_slist*`), as used for `CURLOPT_HTTPHEADER`, and frees it in
 /// `deinit`. It must outlive every easy handle that points at it.

@@ -56,14 +56,16 @@ struct CurlTransferOptions {
             try easy.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedTime)
         }
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
-        try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: Int64(configuration.maxBytes))
+        // A body cut at `truncateBodyAt` is not refused for its declared length (0: no limit).
+        try easy.set(
+            CURLOPT_MAXFILESIZE_LARGE, offset: request.truncateBodyAt == nil ? Int64(configuration.maxBytes) : 0)
 
         var headers = request.headers
         switch request.method {
         case .get, .head:
             if request.method == .head { try easy.set(CURLOPT_NOBODY, 1) }
             try easy.set(CURLOPT_FOLLOWLOCATION, 1)
-            try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
+            try easy.set(CURLOPT_MAXREDIRS, request.maxRedirects ?? configuration.maxRedirects)
         case .put, .post:
             // The body goes in as (copied) POST fields, under the PUT method for a PUT, so libcurl
             // knows its length up front and CURLOPT_AWS_SIGV4 can hash the payload.

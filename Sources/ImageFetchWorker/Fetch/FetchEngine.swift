@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 import Dispatch
 import Synchronization
 

@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 
 /// Why the fetch engine failed a transfer (or could not start), in the engine's own terms: what
 /// happened on the wire or in its checks, not what it means for a job. The job pipeline maps it
@@ -45,6 +46,9 @@ package enum FetchError: Error, Sendable, Equatable {
     /// The request's inspector rejected the body (``BodyVerdict/reject(reason:)``); the reason is
     /// the inspector's, passed through unchanged.
     case rejected(reason: String)
+    /// The final response's headers carried an opt-out signal (``FetchRequest/optOut``); the
+    /// transfer stopped before its body.
+    case optedOut(OptOutSignal)
     /// Any other libcurl failure (libcurl's reason, which names no URL).
     case transferFailed(reason: String)
     /// The engine itself could not start: libcurl's reason. Only ``FetchEngine``'s `init` throws it.

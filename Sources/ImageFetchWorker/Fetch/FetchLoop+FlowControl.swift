@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 import Synchronization
 
 /// The loop's side of the body flow control (see ``BodyBacklog``): pausing transfers ahead of

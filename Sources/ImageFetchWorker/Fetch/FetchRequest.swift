@@ -48,6 +48,16 @@ package struct FetchRequest: Sendable {
     /// so such transfers do not reuse connections. Give an S3 sink its own ``FetchEngine`` with no
     /// address policy if it needs keep-alive.
     package var checkAddresses: Bool = true
+    /// Checked once the final response's headers are in, before any byte of its body is kept:
+    /// a signal stops the transfer with ``FetchError/optedOut(_:)``, so an opted-out image costs
+    /// no body bandwidth. nil: not checked.
+    package var optOut: OptOutPolicy? = nil
+    /// Keep at most this many body bytes and end the transfer there, as a success with the body
+    /// cut (robots.txt: RFC 9309 §2.5); the declared length is then not enforced by libcurl.
+    /// nil: a body over `fetch.max_bytes` fails with ``FetchError/tooLarge(limit:declared:)``.
+    package var truncateBodyAt: Int? = nil
+    /// Redirects followed for this request instead of `fetch.max_redirects`.
+    package var maxRedirects: Int? = nil
 
     /// A GET of `url`.
     package init(url: String) {

@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 
 /// Phase timings of one transfer, in milliseconds, as libcurl reports them.
 ///

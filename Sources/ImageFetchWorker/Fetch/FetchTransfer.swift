@@ -56,6 +56,11 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var retryAfter: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
+    /// The current response's `X-Robots-Tag` and `tdm-reservation` values, gathered only when
+    /// the request checks opt-out signals (``FetchRequest/optOut``).
+    private var optOutHeaders = OptOutHeaders()
+    /// The body was cut at ``FetchRequest/truncateBodyAt``: the abort that follows is a success.
+    private var cutAtLimit = false
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
     private(set) var abortReason: FetchError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
@@ -137,6 +142,11 @@ final class FetchTransfer: @unchecked Sendable {
         case .keep(let inspecting):
             inspect = inspecting
         }
+        if let limit = request.truncateBodyAt, body.count + count >= limit {
+            body.append(contentsOf: UnsafeBufferPointer(start: data, count: min(count, max(limit - body.count, 0))))
+            cutAtLimit = true
+            return .abort
+        }
         if body.count + count > maxBytes {
             abortReason = .tooLarge(limit: maxBytes, declared: false)
             return .abort
@@ -217,6 +227,17 @@ final class FetchTransfer: @unchecked Sendable {
                     return false
                 }
             }
+        case UInt8(ascii: "X"), UInt8(ascii: "x"), UInt8(ascii: "T"), UInt8(ascii: "t"):
+            if request.optOut != nil { optOutHeaders.gather(line) }
+        case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
+            // The blank line that ends a response's headers: the last moment before its body.
+            if let policy = request.optOut, (200...299).contains(statusFromLine), !optOutHeaders.isEmpty,
+                let signal = policy.signal(
+                    xRobotsTag: optOutHeaders.xRobotsTag, tdmReservation: optOutHeaders.tdmReservation)
+            {
+                abortReason = .optedOut(signal)
+                return false
+            }
         default:
             break
         }
@@ -281,6 +302,7 @@ final class FetchTransfer: @unchecked Sendable {
         contentType = nil
         contentLength = nil
         retryAfter = nil
+        optOutHeaders = OptOutHeaders()
         phase.statusLine()
         if !body.isEmpty { body.removeAll(keepingCapacity: true) }
     }
@@ -312,6 +334,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// Why the transfer failed, given libcurl's result, or nil for a complete 2xx response.
     func failure(for result: CURLcode, status: Int, maxRedirects: Int) -> FetchError? {
         assertOnFetchQueue()
+        if cutAtLimit, result == CURLE_WRITE_ERROR {
+            return (200...299).contains(status) ? nil : .httpStatus(status)
+        }
         if result == CURLE_OK {
             guard status > 0 else { return .connectFailed(.noResponse) }
             guard (200...299).contains(status) else { return .httpStatus(status) }

@@ -1,4 +1,5 @@
 import CCurl
+import CShims
 
 /// Owns one libcurl URL handle (`CURLU *`) and frees it in `deinit`: libcurl's own URL parser, so
 /// that the host checked is the host libcurl goes to.

@@ -61,6 +61,10 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         /// its retry, deferral or dead-letter copy. The original is rejected to the jobs queue's
         /// dead-letter exchange as it came, and this result says why.
         package static let propertiesTooLarge = Code(rawValue: "properties_too_large")
+        /// The origin opted out of this use of the image: its `X-Robots-Tag` carries one of
+        /// `fetch.opt_out.directives`, it sends `tdm-reservation: 1`, or (`fetch.robots = respect`)
+        /// its robots.txt disallows the URL or is unreachable. Not retried; nothing is stored.
+        package static let optedOut = Code(rawValue: "opted_out")
         /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
         /// The delivery is handed back to the broker instead of producing a result.
         package static let aborted = Code(rawValue: "aborted")

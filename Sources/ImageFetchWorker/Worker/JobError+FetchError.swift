@@ -62,11 +62,20 @@ extension JobError {
         case .rejected(let reason):
             // The pipeline's only inspector is the pixel check (`Worker.start`).
             self.init(.tooManyPixels, reason)
+        case .optedOut(let signal):
+            self.init(signal)
         case .transferFailed(let reason):
             self.init(.connectFailed, "the transfer failed: \(reason)")
         case .initFailed(let reason):
             self.init(.connectFailed, "libcurl could not be initialised: \(reason)")
         }
+    }
+}
+
+extension JobError {
+    /// `opted_out`, never retried: the origin's answer does not change by asking again.
+    package init(_ signal: OptOutSignal) {
+        self.init(.optedOut, signal.explanation, retryable: false)
     }
 }
 

@@ -108,6 +108,12 @@ package struct JobLifecycle: Sendable, Equatable {
         case arrived, waiting, inFlight, done
     }
 
+    /// The origin's slot the job holds, while it is admitted.
+    package var slot: OriginSlot? {
+        if case .admitted(let slot) = state { return slot }
+        return nil
+    }
+
     package var phase: Phase {
         switch state {
         case .received: .arrived

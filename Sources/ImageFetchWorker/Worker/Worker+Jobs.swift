@@ -65,7 +65,7 @@ extension Worker {
 
     /// The lifecycle's ``JobLifecycle/Action/fetch``: the job holds a permit and its origin's slot.
     func startFetch(_ context: JobContext) {
-        guard let job = context.job, let url = context.fetchURL else { return }
+        guard let job = context.job, let url = context.fetchURL, let slot = context.lifecycle.slot else { return }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         var request = FetchRequest(url: url)
         request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: job.headers)
@@ -78,13 +78,18 @@ extension Worker {
             case .refuse(let refusal): return .reject(reason: JobError(refusal).message)
             }
         }
-        // Completions arrive on the work queue, several small ones to a block.
-        let fetchSpan = context.trace.fetch(url: url)
-        fetchEngine.fetch(request) { response in
-            // The pipeline's edge: the engine's failure becomes a result code here, once.
-            let error = response.failure.map(JobError.init)
-            JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
-            self.fetched(context, job: job, response: response, error: error)
+        // The response's opt-out headers stop the transfer before its body (Fetch/OptOut/).
+        request.optOut = optOutPolicy
+        // fetch.robots = respect: the origin's robots.txt decides first (Worker+OptOut.swift).
+        checkRobots(context, job: job, url: url, slot: slot) { [self, request] in
+            // Completions arrive on the work queue, several small ones to a block.
+            let fetchSpan = context.trace.fetch(url: url)
+            fetchEngine.fetch(request) { response in
+                // The pipeline's edge: the engine's failure becomes a result code here, once.
+                let error = response.failure.map(JobError.init)
+                JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
+                self.fetched(context, job: job, response: response, error: error)
+            }
         }
     }
 
@@ -128,6 +133,7 @@ extension Worker {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
         }
         fetchMetrics.record(response)
+        optOutMetrics.record(response)
         if let status = response.httpStatus, status == 429 || status == 503 {
             originMetrics.overloadResponse(status: status)
         }

@@ -34,6 +34,11 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let policy: OutcomePolicy
     let originMetrics: OriginMetrics
     let fetchMetrics: FetchMetrics
+    /// Opt-out signals (`Fetch/OptOut/`): the response-header checks every image fetch carries,
+    /// and the robots.txt gate when `fetch.robots` is `respect`.
+    let optOutPolicy: OptOutPolicy?
+    let robotsGate: RobotsGate?
+    let optOutMetrics: OptOutMetrics
     /// Set once `init` returns; admission's handlers call back into the worker.
     private(set) var admission: Admission<JobContext>!
 
@@ -57,6 +62,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.stats = WorkerStats(metrics: metrics)
         self.originMetrics = OriginMetrics(registry: metrics.registry)
         self.fetchMetrics = FetchMetrics(registry: metrics.registry)
+        self.optOutMetrics = OptOutMetrics(registry: metrics.registry)
+        self.optOutPolicy = configuration.fetch.optOut.policy
         self.policy = OutcomePolicy(configuration)
         self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
         let policy = AddressPolicy(
@@ -73,6 +80,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         } catch {
             throw JobError(error)  // the start-up line it has always printed
         }
+        self.robotsGate = configuration.fetch.robots == .respect
+            ? RobotsGate(configuration: configuration.fetch, engine: fetchEngine, metrics: optOutMetrics) : nil
         switch configuration.storage.kind {
         case .file:
             self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
