@@ -54,6 +54,10 @@ final class FetchTransfer: @unchecked Sendable {
     /// `Retry-After` of the current response, as sent (only kept for 429 and 503, which the
     /// origin scheduler reads as a pause).
     private(set) var retryAfter: String?
+    /// `ETag` and `Last-Modified` of the current response, when they keep to ``CacheValidators``'
+    /// rule (a broken or hostile value is dropped).
+    private(set) var etag: String?
+    private(set) var lastModified: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
@@ -203,6 +207,10 @@ final class FetchTransfer: @unchecked Sendable {
             } else if let value = Self.value(of: Self.contentLengthPrefix, in: line) {
                 contentLength = Self.parseLength(value)
             }
+        case UInt8(ascii: "E"), UInt8(ascii: "e"):
+            if let value = Self.value(of: Self.etagPrefix, in: line) {
+                etag = CacheValidators.etag(from: value)
+            }
         case UInt8(ascii: "R"), UInt8(ascii: "r"):
             if statusFromLine == 429 || statusFromLine == 503, let value = Self.value(of: Self.retryAfterPrefix, in: line) {
                 retryAfter = String(decoding: value, as: UTF8.self)
@@ -216,6 +224,8 @@ final class FetchTransfer: @unchecked Sendable {
                     abortReason = problem
                     return false
                 }
+            } else if let value = Self.value(of: Self.lastModifiedPrefix, in: line) {
+                lastModified = CacheValidators.lastModified(from: value)
             }
         default:
             break
@@ -281,6 +291,8 @@ final class FetchTransfer: @unchecked Sendable {
         contentType = nil
         contentLength = nil
         retryAfter = nil
+        etag = nil
+        lastModified = nil
         phase.statusLine()
         if !body.isEmpty { body.removeAll(keepingCapacity: true) }
     }
@@ -338,6 +350,8 @@ final class FetchTransfer: @unchecked Sendable {
     static let contentLengthPrefix = Array("content-length:".utf8)
     static let locationPrefix = Array("location:".utf8)
     static let retryAfterPrefix = Array("retry-after:".utf8)
+    static let etagPrefix = Array("etag:".utf8)
+    static let lastModifiedPrefix = Array("last-modified:".utf8)
 
     /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
     @inline(__always)

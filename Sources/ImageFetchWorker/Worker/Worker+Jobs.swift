@@ -96,7 +96,9 @@ extension Worker {
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         context.slot = ticket.slot
         var request = FetchRequest(url: url)
-        request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: job.headers)
+        // A refetch sends its validators (If-None-Match, If-Modified-Since) with the job's headers.
+        let jobHeaders = CacheValidators.requestHeaders(job.headers, etag: job.etag, lastModified: job.lastModified)
+        request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: jobHeaders)
         let maxPixels = configuration.fetch.maxPixels
         // Stops the download as soon as the header proves the image too large.
         request.inspector = { prefix in
@@ -192,6 +194,9 @@ extension Worker {
             releaseSlot(context)
             if error.code == .aborted {
                 handBack(context)
+            } else if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
+                // A refetch's 304: nothing to store.
+                finish(context, job: job, error: nil, response: response, notModified: true)
             } else {
                 finish(context, job: job, error: error, response: response, retryAfterSeconds: retryAfter)
             }
@@ -210,6 +215,12 @@ extension Worker {
         }
         JobTrace.endValidate(validateSpan, info: info)
         let digest = SHA256.hash(data: response.body).hexString
+        if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: digest) {
+            // The bytes the job's last fetch had: nothing to store.
+            releaseSlot(context)
+            finish(context, job: job, error: nil, response: response, digest: digest, notModified: true)
+            return
+        }
         let request = StorageRequest(body: response.body, sha256: digest, info: info, keyHint: job.key,
                                      jobID: job.id, sourceURL: job.url)
         let storeSpan = context.trace.stage("store")
@@ -256,11 +267,13 @@ extension Worker {
 
     /// Publishes the job's result (or its retry) and settles the delivery; `retryAfterSeconds` is
     /// the origin's `Retry-After` of a 429 or 503, as ``retryAfterSeconds(_:cap:)`` read it.
+    /// `notModified`: a refetch found the image unchanged (``OutcomePolicy/isNotModified(_:httpStatus:digest:)``).
     func finish(_ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
                 retryAfterSeconds: Double? = nil,
-                image: ImageInfo? = nil, digest: String? = nil, location: String? = nil) {
+                image: ImageInfo? = nil, digest: String? = nil, location: String? = nil, notModified: Bool = false) {
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
-        var result = JobResult(job: job, status: error == nil ? .ok : .failed, durationMs: elapsed, worker: hostName,
+        let status: JobResult.Status = error != nil ? .failed : notModified ? .notModified : .ok
+        var result = JobResult(job: job, status: status, durationMs: elapsed, worker: hostName,
                                finishedAt: Date().timeIntervalSince1970)
         if let response {
             result.httpStatus = response.httpStatus
@@ -268,6 +281,11 @@ extension Worker {
             result.finalURL = response.finalURL
             result.redirects = response.redirects
             result.timings = response.timings
+            // The validators for the next refetch, on every success.
+            if error == nil {
+                result.etag = response.etag
+                result.lastModified = response.lastModified
+            }
         }
         result.image = image
         result.bytes = image == nil ? nil : response?.body.count
@@ -317,7 +335,7 @@ extension Worker {
         let fallbackJob: Job?
         switch jobOutcome {
         case .retry, .deferred, .deadLettered: fallbackJob = context.job
-        case .ok, .failed, .failedFinal: fallbackJob = nil
+        case .ok, .notModified, .failed, .failedFinal: fallbackJob = nil
         }
         // Results, retry, deferral and dead-letter copies carry the job's trace context, set in
         // place: the decision is this call's own, so its messages are not copied.
@@ -401,6 +419,7 @@ extension Worker {
         if let redeliveredJobID { redeliveries.withLock { $0.forget(identity: redeliveredJobID) } }
         switch outcome {
         case .ok: stats.succeeded()
+        case .notModified: stats.notModified()
         case .retry: stats.retried()
         case .failedFinal(let code): stats.failed(code); stats.deadLettered()
         case .failed(let code): stats.failed(code)
