@@ -153,7 +153,8 @@ struct Publish: ParsableCommand {
             maxLines: maxLines)
         let publisher: JobPublisher
         do {
-            publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "image-fetch-worker.publish"))
+            publisher = try JobPublisher(configuration: configuration,
+                                         logger: Logger(label: "image-fetch-worker.publish"))
         } catch {
             FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
             throw ExitCode(1)
@@ -170,7 +171,8 @@ struct Publish: ParsableCommand {
         if let progressPath { text += "; every line through \(summary.confirmedThrough) is done (\(progressPath))" }
         print(text)
         if let (line, outcome) = summary.unconfirmed {
-            FileHandle.standardError.write(Data("line \(line) was not confirmed (\(outcome)); the run stopped there\n".utf8))
+            let text = "line \(line) was not confirmed (\(outcome)); the run stopped there\n"
+            FileHandle.standardError.write(Data(text.utf8))
             throw ExitCode(1)
         }
         if let signal = summary.stoppedBySignal { throw ExitCode(128 + signal) }

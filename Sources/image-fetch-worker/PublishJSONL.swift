@@ -99,7 +99,8 @@ struct JSONLPublishRun {
                 progress.report("line \(number): \(JobError.Code.jobTooLarge): the line is \(length) bytes or more, "
                                 + "over queue.max_job_bytes (\(maxLineBytes))")
             case .text(_, let bytes):
-                switch JobLineCheck.check(bytes, allowedHeaders: allowedHeaders, freshID: UUID().uuidString.lowercased()) {
+                let freshID = UUID().uuidString.lowercased()
+                switch JobLineCheck.check(bytes, allowedHeaders: allowedHeaders, freshID: freshID) {
                 case .blank:
                     summary.skipped += 1
                     shared.withLock { $0.prefix.passed(number) }

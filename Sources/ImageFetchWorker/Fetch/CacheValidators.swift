@@ -20,7 +20,9 @@ package enum CacheValidators {
         guard !bytes.isEmpty else { return "is empty" }
         guard bytes.count <= maxETagBytes else { return "is longer than \(maxETagBytes) bytes" }
         // RFC 9110's etagc, without obs-text: visible ASCII, no space.
-        guard bytes.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else { return "contains a character other than visible ASCII" }
+        guard bytes.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            return "contains a character other than visible ASCII"
+        }
         return nil
     }
 
@@ -45,7 +47,9 @@ package enum CacheValidators {
 
     /// The request headers of a refetch: the job's own `headers`, with `If-None-Match` for its
     /// `etag` and `If-Modified-Since` for its `last_modified` in place of any the job set itself.
-    package static func requestHeaders(_ fields: [HTTPHeaderField], etag: String?, lastModified: String?) -> [HTTPHeaderField] {
+    package static func requestHeaders(
+        _ fields: [HTTPHeaderField], etag: String?, lastModified: String?
+    ) -> [HTTPHeaderField] {
         guard etag != nil || lastModified != nil else { return fields }
         var result = fields.filter {
             let name = $0.name.lowercased()

@@ -17,7 +17,8 @@ package enum PublishProgress {
 
         package var description: String {
             switch self {
-            case .missing(let path): "no progress file at \(path): nothing to resume (run without --resume to start from line 1)"
+            case .missing(let path):
+                "no progress file at \(path): nothing to resume (run without --resume to start from line 1)"
             case .unreadable(let path): "cannot read the progress file \(path)"
             case .malformed(let path): "the progress file \(path) is not one written by publish --jsonl"
             }
