@@ -11,11 +11,36 @@ struct Publish: ParsableCommand {
               image-fetch-worker publish https://example.com/a.png --amqp-url amqp://guest:guest@localhost/
               image-fetch-worker publish https://example.com/a.png --id a-1 --key cats/a.png --reply-to my.results \\
                 --correlation-id req-7 --header tenant=acme --priority 5
+              image-fetch-worker publish --jsonl jobs.jsonl --amqp-url amqp://guest:guest@localhost/
+              image-fetch-worker publish --jsonl jobs.jsonl --resume
             Configuration flags (see run --help) may come before or after the URLs.
+
+            --jsonl reads one job object a line (docs/schemas/job.schema.json), and checks each as the
+            worker will, with this configuration's fetch.job_headers and queue.max_job_bytes. An invalid
+            line is reported on standard error with its number and reason, and not sent; a line without
+            an id gets a fresh one as its message_id. A summary ends the run; the exit status is 0 when
+            every line was sent and confirmed, 65 when some were invalid (the others confirmed), 1 when
+            the broker did not confirm one (the run stops there), 128+N after signal N (the run stops
+            reading, waits for the confirms of what it sent and records them).
+            FILE.progress (or --resume-file) records the line L through which every line is confirmed,
+            about once a second and at the end; --resume starts after L. A crash re-sends at most the
+            lines after L: delivery is at least once, as for every publish.
             """)
 
     @Option(name: .long, help: "Read URLs from a file, one per line ('-' for standard input).")
     var file: String?
+
+    @Option(name: .long, help: "Read job objects from a JSON Lines file, one a line ('-' for standard input).")
+    var jsonl: String?
+
+    @Flag(name: .long, help: "With --jsonl FILE: skip the lines an earlier run recorded as confirmed.")
+    var resume = false
+
+    @Option(name: .customLong("resume-file"), help: "With --jsonl FILE: the progress file (default FILE.progress).")
+    var resumeFile: String?
+
+    @Option(name: .customLong("max-lines"), help: "With --jsonl: read at most this many lines this run.")
+    var maxLines: Int?
 
     @Option(name: .long, help: "The job id (one URL only); by default a fresh UUID per job.")
     var id: String?
@@ -40,6 +65,15 @@ struct Publish: ParsableCommand {
 
     func run() throws {
         let (settings, operands) = ConfigurationLoader.partition(rest)
+        if let jsonl {
+            guard operands.isEmpty, file == nil, id == nil, key == nil else {
+                throw ValidationError("--jsonl takes its jobs from the file only: no URLs, --file, --id or --key")
+            }
+            return try publishJSONL(jsonl, settings: settings)
+        }
+        guard !resume, resumeFile == nil, maxLines == nil else {
+            throw ValidationError("--resume, --resume-file and --max-lines go with --jsonl")
+        }
         var urls = operands
         if let file {
             let text: String
@@ -58,17 +92,7 @@ struct Publish: ParsableCommand {
         if urls.count > 1, id != nil || key != nil {
             throw ValidationError("--id and --key name one job: give exactly one URL with them")
         }
-        var properties = AMQPProperties()
-        properties.contentType = "application/json"
-        properties.replyTo = replyTo
-        properties.correlationID = correlationID
-        properties.priority = priority
-        for pair in header {
-            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw ValidationError("--header takes NAME=VALUE, got \(pair)")
-            }
-            properties.headers[String(pair[..<equals])] = .string(String(pair[pair.index(after: equals)...]))
-        }
+        let properties = try messageProperties()
         let configuration = loadConfiguration(settings)
         LoggingSetup.bootstrap(configuration.log)
         let bodies = urls.map { JobPublisher.jobBody(id: id ?? UUID().uuidString.lowercased(), url: $0, key: key) }
@@ -82,5 +106,79 @@ struct Publish: ParsableCommand {
             FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
             throw ExitCode(1)
         }
+    }
+
+    /// The AMQP properties every job of this run gets.
+    private func messageProperties() throws -> AMQPProperties {
+        var properties = AMQPProperties()
+        properties.contentType = "application/json"
+        properties.replyTo = replyTo
+        properties.correlationID = correlationID
+        properties.priority = priority
+        for pair in header {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                throw ValidationError("--header takes NAME=VALUE, got \(pair)")
+            }
+            properties.headers[String(pair[..<equals])] = .string(String(pair[pair.index(after: equals)...]))
+        }
+        return properties
+    }
+
+    private func publishJSONL(_ input: String, settings: [String]) throws {
+        let path = input == "-" ? nil : input
+        if path == nil, resume || resumeFile != nil {
+            throw ValidationError("--resume and --resume-file need --jsonl FILE: standard input cannot be read again")
+        }
+        if let maxLines, maxLines < 1 { throw ValidationError("--max-lines takes a positive number") }
+        let properties = try messageProperties()
+        let progressPath = path.map { resumeFile ?? PublishProgress.defaultPath(for: $0) }
+        var startAfter = 0
+        if resume, let progressPath {
+            do {
+                startAfter = try PublishProgress.read(progressPath)
+            } catch {
+                FileHandle.standardError.write(Data("cannot resume: \(error)\n".utf8))
+                throw ExitCode(66)
+            }
+        }
+        if let path, !FileManager.default.isReadableFile(atPath: path) {
+            FileHandle.standardError.write(Data("cannot read \(path)\n".utf8))
+            throw ExitCode(66)
+        }
+        let configuration = loadConfiguration(settings)
+        LoggingSetup.bootstrap(configuration.log)
+        let run = JSONLPublishRun(
+            path: path, properties: properties, allowedHeaders: configuration.fetch.jobHeaders,
+            maxLineBytes: configuration.queue.maxJobBytes, startAfter: startAfter, progressPath: progressPath,
+            maxLines: maxLines)
+        let publisher: JobPublisher
+        do {
+            publisher = try JobPublisher(configuration: configuration,
+                                         logger: Logger(label: "image-fetch-worker.publish"))
+        } catch {
+            FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let stop = StopSignal()
+        stop.install()
+        guard let summary = run.run(publisher, stop: stop) else {
+            publisher.close()
+            throw ExitCode(66)
+        }
+        publisher.close()
+        var text = "\(input): \(summary.sent) sent, \(summary.confirmed) confirmed, \(summary.invalid) invalid, "
+            + "\(summary.skipped) skipped on \(configuration.queue.jobs)"
+        if let progressPath { text += "; every line through \(summary.confirmedThrough) is done (\(progressPath))" }
+        print(text)
+        if let (line, outcome) = summary.unconfirmed {
+            let text = "line \(line) was not confirmed (\(outcome)); the run stopped there\n"
+            FileHandle.standardError.write(Data(text.utf8))
+            throw ExitCode(1)
+        }
+        if let signal = summary.stoppedBySignal { throw ExitCode(128 + signal) }
+        if summary.stoppedByBudget {
+            print("stopped after --max-lines \(maxLines ?? 0); --resume goes on after line \(summary.confirmedThrough)")
+        }
+        if summary.invalid > 0 { throw ExitCode(65) }
     }
 }

@@ -47,7 +47,7 @@ import Testing
     /// decoder must give the same fields; and it must answer for the plain ones.
     @Test func agreesWithTheDecoderOnRandomBodies() {
         var random = SplitMix64(state: 0x5CA9)
-        let keys = ["id", "url", "key", "x", "meta", "id"]
+        let keys = ["id", "url", "key", "x", "meta", "id", "etag", "last_modified", "sha256"]
         let values = [
             #""42""#, #""https://example.com/a.png""#, #""a/b c""#, #""é✓""#, #""""#, #""a\"b""#, #""a\/b""#,
             #""\u00e9""#, "7", "-3", "0", "007", "1.5", "2e3", "true", "false", "null", "{}", #"{"a":1}"#, "[1,2]",

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import ImageFetchWorker
 import Testing
@@ -49,6 +50,10 @@ struct MessageSchemaTests {
             JobPublisher.jobBody(id: "dns", url: "http://no-such-host.invalid/a.png"),
             JobPublisher.jobBody(id: "refused", url: "http://127.0.0.1:\(closedPort)/a.png"),
             JobPublisher.jobBody(id: "tls", url: "https://127.0.0.1:\(origin.port)/ok.png"),
+            // A refetch of the same bytes: not_modified.
+            Array(#"{"id":"unchanged","url":""#.utf8) + Array(origin.url("/ok.png?n=3").utf8) + Array(#"","sha256":""#.utf8)
+                + Array(SHA256.hash(data: TestOrigin.okBody).map { String(format: "%02x", $0) }.joined().utf8)
+                + Array(#""}"#.utf8),
         ]
         #expect(try TestBroker.publish(configuration, bodies: jobs) == jobs.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
@@ -69,7 +74,7 @@ struct MessageSchemaTests {
         let objects = results.objects
         let statuses = Set(objects.compactMap { $0["status"] as? String })
         let codes = Set(objects.compactMap { ($0["error"] as? [String: Any])?["code"] as? String })
-        #expect(statuses == ["ok", "failed"])
+        #expect(statuses == ["ok", "not_modified", "failed"])
         #expect(codes == [
             "invalid_url", "unsupported_scheme", "forbidden_address", "dns_failure", "connect_failed", "timeout",
             "tls_failure", "too_many_redirects", "http_error", "too_large", "truncated", "not_an_image",
@@ -83,9 +88,14 @@ struct MessageSchemaTests {
         wrong["status"] = "done"
         var bare = try #require(objects.first { $0["status"] as? String == "ok" })
         bare["format"] = nil
-        let invalid = try Self.validate("result.schema.json", try [wrong, bare].map { Array(try JSONSerialization.data(withJSONObject: $0)) })
+        // And a not_modified that claims a stored image.
+        var stored = try #require(objects.first { $0["status"] as? String == "not_modified" })
+        stored["location"] = "file:///data/x.png"
+        let invalid = try Self.validate("result.schema.json", try [wrong, bare, stored].map {
+            Array(try JSONSerialization.data(withJSONObject: $0))
+        })
         #expect(invalid.status == 1)
-        #expect(invalid.output.split(separator: "\n").count >= 2, "\(invalid.output)")
+        #expect(invalid.output.split(separator: "\n").count >= 3, "\(invalid.output)")
     }
 
     @Test func jobsMatchTheSchema() throws {
@@ -94,6 +104,9 @@ struct MessageSchemaTests {
             JobPublisher.jobBody(id: "b", url: "http://example.com/b.png?x=1", key: "cats/b.png"),
             Array(#"{"id": 7, "url": "https://example.com/c.png", "extra": true}"#.utf8),
             Array(#"{"url": "https://example.com/d.png"}"#.utf8),
+            Array((#"{"url": "https://example.com/e.png", "etag": "W/\"v1\"", "#
+                   + #""last_modified": "Sun, 06 Nov 1994 08:49:37 GMT", "#
+                   + #""sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}"#).utf8),
         ]
         let valid = try Self.validate("job.schema.json", good)
         #expect(valid.status == 0, "\(valid.output)")
@@ -101,6 +114,8 @@ struct MessageSchemaTests {
             #"{"id": "a"}"#, #"{"id": "a", "url": "ftp://example.com/a.png"}"#,
             #"{"id": "a", "url": "https://example.com/a.png", "key": "../etc/passwd"}"#,
             #"{"id": "a", "url": "https://example.com/a.png", "key": "/abs"}"#, #"["https://example.com/a.png"]"#,
+            #"{"id": "a", "url": "https://example.com/a.png", "sha256": "abc"}"#,
+            #"{"id": "a", "url": "https://example.com/a.png", "etag": "two words"}"#,
         ]
         let invalid = try Self.validate("job.schema.json", bad.map { Array($0.utf8) })
         #expect(invalid.status == 1)

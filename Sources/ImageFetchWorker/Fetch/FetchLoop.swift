@@ -289,6 +289,8 @@ final class FetchLoop: @unchecked Sendable {
             response.httpStatus = status
             response.contentType = transfer.contentType
             response.retryAfter = transfer.retryAfter
+            response.etag = transfer.etag
+            response.lastModified = transfer.lastModified
         }
         response.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         response.redirects = easy.long(CURLINFO_REDIRECT_COUNT) ?? 0

@@ -36,6 +36,9 @@ package struct FetchResponse: Sendable {
     package var contentType: String?
     /// The final response's `Retry-After` header as sent, for a 429 or 503 (see `RetryAfter`).
     package var retryAfter: String?
+    /// The final response's `ETag` and `Last-Modified`, when they keep to ``CacheValidators``' rule.
+    package var etag: String?
+    package var lastModified: String?
     /// The URL after redirects.
     package var finalURL: String?
     /// How many redirects were followed.

@@ -54,6 +54,10 @@ final class FetchTransfer: @unchecked Sendable {
     /// `Retry-After` of the current response, as sent (only kept for 429 and 503, which the
     /// origin scheduler reads as a pause).
     private(set) var retryAfter: String?
+    /// `ETag` and `Last-Modified` of the current response, when they keep to ``CacheValidators``'
+    /// rule (a broken or hostile value is dropped).
+    private(set) var etag: String?
+    private(set) var lastModified: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
     /// The current response's `X-Robots-Tag` and `tdm-reservation` values, gathered only when
@@ -213,6 +217,10 @@ final class FetchTransfer: @unchecked Sendable {
             } else if let value = Self.value(of: Self.contentLengthPrefix, in: line) {
                 contentLength = Self.parseLength(value)
             }
+        case UInt8(ascii: "E"), UInt8(ascii: "e"):
+            if let value = Self.value(of: Self.etagPrefix, in: line) {
+                etag = CacheValidators.etag(from: value)
+            }
         case UInt8(ascii: "R"), UInt8(ascii: "r"):
             if statusFromLine == 429 || statusFromLine == 503, let value = Self.value(of: Self.retryAfterPrefix, in: line) {
                 retryAfter = String(decoding: value, as: UTF8.self)
@@ -226,6 +234,8 @@ final class FetchTransfer: @unchecked Sendable {
                     abortReason = problem
                     return false
                 }
+            } else if let value = Self.value(of: Self.lastModifiedPrefix, in: line) {
+                lastModified = CacheValidators.lastModified(from: value)
             }
         case UInt8(ascii: "X"), UInt8(ascii: "x"), UInt8(ascii: "T"), UInt8(ascii: "t"):
             if request.optOut != nil { optOutHeaders.gather(line) }
@@ -303,6 +313,8 @@ final class FetchTransfer: @unchecked Sendable {
         contentLength = nil
         retryAfter = nil
         optOutHeaders = OptOutHeaders()
+        etag = nil
+        lastModified = nil
         phase.statusLine()
         if !body.isEmpty { body.removeAll(keepingCapacity: true) }
     }
@@ -363,6 +375,8 @@ final class FetchTransfer: @unchecked Sendable {
     static let contentLengthPrefix = Array("content-length:".utf8)
     static let locationPrefix = Array("location:".utf8)
     static let retryAfterPrefix = Array("retry-after:".utf8)
+    static let etagPrefix = Array("etag:".utf8)
+    static let lastModifiedPrefix = Array("last-modified:".utf8)
 
     /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
     @inline(__always)

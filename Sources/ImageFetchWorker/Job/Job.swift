@@ -20,9 +20,15 @@ public struct Job: Sendable, Equatable {
     public var redelivered: Bool
     /// The body's `headers`: extra request headers, already checked against `fetch.job_headers`.
     public var headers: [HTTPHeaderField]
+    /// The body's `etag`, `last_modified` and `sha256`: what an earlier fetch of the URL gave, for
+    /// a conditional refetch (``CacheValidators``). Checked; the digest in lower case.
+    public var etag: String?
+    public var lastModified: String?
+    public var previousSHA256: String?
 
     public init(id: String, url: String, key: String? = nil, replyTo: String? = nil, correlationID: String? = nil,
-                attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false, headers: [HTTPHeaderField] = []) {
+                attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false, headers: [HTTPHeaderField] = [],
+                etag: String? = nil, lastModified: String? = nil, previousSHA256: String? = nil) {
         self.id = id
         self.url = url
         self.key = key
@@ -32,6 +38,9 @@ public struct Job: Sendable, Equatable {
         self.firstSeen = firstSeen
         self.redelivered = redelivered
         self.headers = headers
+        self.etag = etag
+        self.lastModified = lastModified
+        self.previousSHA256 = previousSHA256
     }
 
     private struct Body: Decodable {
@@ -39,6 +48,14 @@ public struct Job: Sendable, Equatable {
         var url: String?
         var key: String?
         var headers: [String: String]?
+        var etag: String?
+        var lastModified: String?
+        var sha256: String?
+
+        enum CodingKeys: String, CodingKey {
+            case id, url, key, headers, etag, sha256
+            case lastModified = "last_modified"
+        }
     }
 
     /// Accepts a string id, or a number (written as it was).
@@ -81,12 +98,25 @@ public struct Job: Sendable, Equatable {
                 return .failure(JobError(refusal))
             }
         }
+        // An empty validator is no validator: a producer may copy a field an older result lacked.
+        let etag = body.etag.flatMap { $0.isEmpty ? nil : $0 }
+        let lastModified = body.lastModified.flatMap { $0.isEmpty ? nil : $0 }
+        let previousSHA256 = body.sha256.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        if let etag, let problem = CacheValidators.etagProblem(etag.utf8) {
+            return .failure(JobError(.invalidJob, "the job's etag \(problem)"))
+        }
+        if let lastModified, let problem = CacheValidators.lastModifiedProblem(lastModified.utf8) {
+            return .failure(JobError(.invalidJob, "the job's last_modified \(problem)"))
+        }
+        if let previousSHA256, previousSHA256.utf8.count != 64 || !StorageKey.isDigest(previousSHA256) {
+            return .failure(JobError(.invalidJob, "the job's sha256 is not 64 hexadecimal digits"))
+        }
         let attempt = JobHeaders.count(properties.headers[JobHeaders.attempt]) ?? 1
         return .success(Job(
             id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
             correlationID: properties.correlationID, attempt: max(attempt, 1),
             firstSeen: JobHeaders.firstSeen(properties.headers[JobHeaders.firstSeen]), redelivered: delivery.redelivered,
-            headers: headers))
+            headers: headers, etag: etag, lastModified: lastModified, previousSHA256: previousSHA256))
     }
 
     /// The full decoder, for every body the scanner leaves alone; also the reference it is
@@ -101,8 +131,11 @@ public struct Job: Sendable, Equatable {
             return .failure(JobError(.invalidJob, "the body is not a JSON object"))
         } catch {
             return .failure(JobError(
-                .invalidJob, "the body does not match the job schema (id: string, url: string, key: string, headers: object of strings)"))
+                .invalidJob, "the body does not match the job schema (id: string, url: string, key: string, "
+                    + "headers: object of strings, etag, last_modified, sha256: strings)"))
         }
-        return .success(JobBodyScanner.Fields(id: body.id?.text, url: body.url, key: body.key, headers: body.headers))
+        return .success(JobBodyScanner.Fields(
+            id: body.id?.text, url: body.url, key: body.key, headers: body.headers, etag: body.etag,
+            lastModified: body.lastModified, sha256: body.sha256))
     }
 }

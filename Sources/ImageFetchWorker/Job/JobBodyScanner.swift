@@ -2,10 +2,11 @@
 /// strings (no escapes), integers, `true`, `false` or `null`, each key once, such as
 /// `{"id":"42","url":"https://example.com/a.png"}`.
 ///
-/// It answers only when the body has that shape, its `id`, `url` and `key` have the types of the
-/// job schema, and it has no `headers` (other than `null`); for anything else (escapes, nested
-/// values, fractions, duplicate keys, invalid UTF-8, a schema mismatch, malformed JSON) it returns
-/// nil and ``Job/decode(_:allowedHeaders:)`` falls back to Foundation's `JSONDecoder`, which gives
+/// It answers only when the body has that shape, its `id`, `url`, `key`, `etag`, `last_modified`
+/// and `sha256` have the types of the job schema, and it has no `headers` (other than `null`); for
+/// anything else (escapes, nested values, fractions, duplicate keys, invalid UTF-8, a schema
+/// mismatch, malformed JSON) it returns nil and ``Job/decode(_:allowedHeaders:)`` falls back to
+/// Foundation's `JSONDecoder`, which gives
 /// the same fields or the error. So where it answers, it agrees with the decoder by construction
 /// (and `JobBodyScannerTests` checks that on random bodies);
 /// it only saves the decoder's allocations on the hot path.
@@ -19,6 +20,10 @@ enum JobBodyScanner {
         var key: String?
         /// The `headers` object; the scanner leaves bodies that have one to the decoder.
         var headers: [String: String]? = nil
+        /// The validators of a conditional refetch, unchecked.
+        var etag: String? = nil
+        var lastModified: String? = nil
+        var sha256: String? = nil
     }
 
     /// The fields of a body of the common shape, or nil to fall back to the full decoder.
@@ -72,14 +77,20 @@ enum JobBodyScanner {
                     case .null: fields.id = nil
                     case .literal: return nil
                     }
-                case "url", "key":
+                case "url", "key", "etag", "last_modified", "sha256":
                     let text: String?
                     switch value {
                     case .string(let string): text = string
                     case .null: text = nil
                     case .integer, .literal: return nil
                     }
-                    if name == "url" { fields.url = text } else { fields.key = text }
+                    switch name {
+                    case "url": fields.url = text
+                    case "key": fields.key = text
+                    case "etag": fields.etag = text
+                    case "last_modified": fields.lastModified = text
+                    default: fields.sha256 = text
+                    }
                 case "headers":
                     // An object (or a wrong type) is the decoder's to read or refuse.
                     guard case .null = value else { return nil }

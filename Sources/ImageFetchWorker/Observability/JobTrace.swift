@@ -193,7 +193,7 @@ extension OutcomePolicy.Outcome {
     package var errorCode: String? {
         switch self {
         case .failed(let code), .failedFinal(let code), .deadLettered(let code): code.rawValue
-        case .ok, .retry, .deferred: nil
+        case .ok, .notModified, .retry, .deferred: nil
         }
     }
 }

@@ -10,7 +10,7 @@ package enum MetricCatalogue {
     package static let help: [String: String] = [
         // Jobs and results
         "image_fetch_jobs_received_total": "Job deliveries received from the jobs queue.",
-        "image_fetch_results_total": "Results published, by status (ok, failed) and error code (none when ok).",
+        "image_fetch_results_total": "Results published, by status (ok, not_modified, failed) and error code (none unless failed).",
         "image_fetch_retries_total": "Jobs republished to the retry queue after a transient failure.",
         "image_fetch_dead_lettered_total": "Jobs sent to the dead-letter queue (unparseable, or retries exhausted).",
         "image_fetch_jobs_requeued_total": "Deliveries handed back to the broker unprocessed (drain, reconnect).",

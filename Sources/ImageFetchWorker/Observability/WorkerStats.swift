@@ -59,6 +59,12 @@ package final class WorkerStats: Sendable {
         metrics.result(status: .ok, code: nil)
     }
 
+    /// A refetch that found the image unchanged: a success, counted apart in the metric.
+    func notModified() {
+        state.withLock { $0.succeeded += 1 }
+        metrics.result(status: .notModified, code: nil)
+    }
+
     func failed(_ code: JobError.Code) {
         state.withLock {
             $0.failed += 1

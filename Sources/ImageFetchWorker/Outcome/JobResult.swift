@@ -1,7 +1,12 @@
 /// The result message of one job, as specified in docs/message-contract.md.
 public struct JobResult: Sendable, Equatable {
-    /// `"ok"` or `"failed"`.
-    public enum Status: String, Sendable { case ok, failed }
+    /// `"ok"`, `"not_modified"` (a refetch whose image has not changed: nothing stored) or
+    /// `"failed"`.
+    public enum Status: String, Sendable {
+        case ok
+        case notModified = "not_modified"
+        case failed
+    }
 
     public var id: String
     public var url: String
@@ -16,6 +21,9 @@ public struct JobResult: Sendable, Equatable {
     public var location: String?
     public var finalURL: String?
     public var redirects: Int?
+    /// The origin's `ETag` and `Last-Modified` (``CacheValidators``), for the next job's refetch.
+    public var etag: String?
+    public var lastModified: String?
     public var error: JobError?
     public var durationMs: Double
     public var timings: FetchTimings?
@@ -35,11 +43,11 @@ public struct JobResult: Sendable, Equatable {
     }
 
     /// What ``encoded()`` writes at most, escapes aside, so that its buffer is allocated once: keys,
-    /// numbers and punctuation take under 400 bytes, an image's facts 180 more, an error's keys 80.
+    /// numbers and punctuation take under 440 bytes, an image's facts 180 more, an error's keys 80.
     var encodedCapacity: Int {
-        var capacity = 400 + id.utf8.count + url.utf8.count + worker.utf8.count
+        var capacity = 440 + id.utf8.count + url.utf8.count + worker.utf8.count
         capacity += (contentType?.utf8.count ?? 0) + (sha256?.utf8.count ?? 0) + (location?.utf8.count ?? 0)
-        capacity += finalURL?.utf8.count ?? 0
+        capacity += (finalURL?.utf8.count ?? 0) + (etag?.utf8.count ?? 0) + (lastModified?.utf8.count ?? 0)
         if image != nil { capacity += 180 }
         if let error { capacity += 80 + error.message.utf8.count }
         return capacity
@@ -75,6 +83,8 @@ public struct JobResult: Sendable, Equatable {
         json.field("location", location)
         json.field("final_url", finalURL)
         json.field("redirects", redirects)
+        json.field("etag", etag)
+        json.field("last_modified", lastModified)
         if let error {
             json.key("error")
             json.beginObject()

@@ -3,6 +3,8 @@
 ///
 /// The routes:
 /// - **ok, or a failure not worth retrying**: the result;
+/// - **not modified** (a refetch that found the image unchanged: a 304, or the same SHA-256): the
+///   result, never a retry, whatever the status;
 /// - **a retryable failure with attempts left**: a copy to the retry queue whose delay is the
 ///   attempt's (`retry.delays`, the last repeating), or the first one as long as the origin's
 ///   `Retry-After`, and no result;
@@ -27,6 +29,8 @@ package struct OutcomePolicy: Sendable {
     /// What a finished job produced, for counters and logs.
     package enum Outcome: Equatable, Sendable {
         case ok
+        /// A refetch that found the image unchanged; nothing was stored.
+        case notModified
         case retry
         case failed(JobError.Code)
         /// Failed for good with a dead-letter copy: after the last attempt, or `origin_busy`.
@@ -37,6 +41,7 @@ package struct OutcomePolicy: Sendable {
         package var name: String {
             switch self {
             case .ok: "ok"
+            case .notModified: "not_modified"
             case .retry: "retry"
             case .failed: "failed"
             case .failedFinal: "failed_final"
@@ -67,7 +72,8 @@ package struct OutcomePolicy: Sendable {
     /// `Retry-After`, if it sent one.
     package func finished(_ delivery: Delivery, job: Job, result: JobResult, retryAfterSeconds: Double? = nil) -> Decision {
         guard let error = result.error else {
-            return Decision(messages: [resultMessage(result, job: job)], outcome: .ok)
+            return Decision(messages: [resultMessage(result, job: job)],
+                            outcome: result.status == .notModified ? .notModified : .ok)
         }
         if error.retryable, job.attempt < retry.maxAttempts {
             let delay = retryDelay(attempt: job.attempt, atLeastSeconds: retryAfterSeconds)
@@ -79,6 +85,15 @@ package struct OutcomePolicy: Sendable {
                             outcome: .failedFinal(error.code))
         }
         return Decision(messages: [resultMessage(result, job: job)], outcome: .failed(error.code))
+    }
+
+    /// Whether a fetch of `job` ends `not_modified`: the origin answered 304 to the validators the
+    /// job sent (`etag`, `last_modified`), or the body's SHA-256 (`digest`, once hashed) is the
+    /// job's `sha256`. A 304 to a request that sent none is no answer to it, and stays `http_error`.
+    package static func isNotModified(_ job: Job, httpStatus: Int?, digest: String?) -> Bool {
+        if httpStatus == 304 { return job.etag != nil || job.lastModified != nil }
+        guard let digest, let previous = job.previousSHA256 else { return false }
+        return digest == previous
     }
 
     /// A body that is no job: a dead-letter copy with the reason; should its publish fail, the

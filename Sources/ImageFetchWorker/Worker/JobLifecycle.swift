@@ -256,7 +256,7 @@ package struct JobLifecycle: Sendable, Equatable {
     package static func hasFallbackResult(_ outcome: OutcomePolicy.Outcome) -> Bool {
         switch outcome {
         case .retry, .deferred, .deadLettered: true
-        case .ok, .failed, .failedFinal: false
+        case .ok, .notModified, .failed, .failedFinal: false
         }
     }
 

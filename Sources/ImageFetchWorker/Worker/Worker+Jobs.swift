@@ -68,7 +68,9 @@ extension Worker {
         guard let job = context.job, let url = context.fetchURL, let slot = context.lifecycle.slot else { return }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         var request = FetchRequest(url: url)
-        request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: job.headers)
+        // A refetch sends its validators (If-None-Match, If-Modified-Since) with the job's headers.
+        let jobHeaders = CacheValidators.requestHeaders(job.headers, etag: job.etag, lastModified: job.lastModified)
+        request.headers = RequestHeaders.lines(configured: configuration.fetch.headers, job: jobHeaders)
         let maxPixels = configuration.fetch.maxPixels
         // Stops the download as soon as the header proves the image too large.
         request.inspector = { prefix in
@@ -141,6 +143,10 @@ extension Worker {
         if let error {
             if error.code == .aborted {
                 run(context) { $0.handBack() }
+            } else if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
+                // A refetch's 304: nothing to store.
+                run(context) { $0.decided() }
+                finish(context, job: job, error: nil, response: response, notModified: true)
             } else {
                 run(context) { $0.decided() }
                 finish(context, job: job, error: error, response: response, retryAfterSeconds: retryAfter)
@@ -160,6 +166,12 @@ extension Worker {
         }
         JobTrace.endValidate(validateSpan, info: info)
         let digest = SHA256.hash(data: response.body).hexString
+        if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: digest) {
+            // The bytes the job's last fetch had: nothing to store.
+            run(context) { $0.decided() }
+            finish(context, job: job, error: nil, response: response, digest: digest, notModified: true)
+            return
+        }
         let request = StorageRequest(body: response.body, sha256: digest, info: info, keyHint: job.key,
                                      jobID: job.id, sourceURL: job.url)
         let storeSpan = context.trace.stage("store")
@@ -206,11 +218,13 @@ extension Worker {
 
     /// Publishes the job's result (or its retry) and settles the delivery; `retryAfterSeconds` is
     /// the origin's `Retry-After` of a 429 or 503, as ``retryAfterSeconds(_:cap:)`` read it.
+    /// `notModified`: a refetch found the image unchanged (``OutcomePolicy/isNotModified(_:httpStatus:digest:)``).
     func finish(_ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
                 retryAfterSeconds: Double? = nil,
-                image: ImageInfo? = nil, digest: String? = nil, location: String? = nil) {
+                image: ImageInfo? = nil, digest: String? = nil, location: String? = nil, notModified: Bool = false) {
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
-        var result = JobResult(job: job, status: error == nil ? .ok : .failed, durationMs: elapsed, worker: hostName,
+        let status: JobResult.Status = error != nil ? .failed : notModified ? .notModified : .ok
+        var result = JobResult(job: job, status: status, durationMs: elapsed, worker: hostName,
                                finishedAt: Date().timeIntervalSince1970)
         if let response {
             result.httpStatus = response.httpStatus
@@ -218,6 +232,11 @@ extension Worker {
             result.finalURL = response.finalURL
             result.redirects = response.redirects
             result.timings = response.timings
+            // The validators for the next refetch, on every success.
+            if error == nil {
+                result.etag = response.etag
+                result.lastModified = response.lastModified
+            }
         }
         result.image = image
         result.bytes = image == nil ? nil : response?.body.count
@@ -274,6 +293,7 @@ extension Worker {
         if let redeliveredJobID { redeliveries.withLock { $0.forget(identity: redeliveredJobID) } }
         switch outcome {
         case .ok: stats.succeeded()
+        case .notModified: stats.notModified()
         case .retry: stats.retried()
         case .failedFinal(let code): stats.failed(code); stats.deadLettered()
         case .failed(let code): stats.failed(code)

@@ -13,6 +13,7 @@ import Synchronization
 /// | path | response |
 /// |---|---|
 /// | `/ok.png` | 200 `image/png`, ``TestOrigin/okBody`` |
+/// | `/validators.png?etag=E&last_modified=L` | `/ok.png` with `ETag: E` and `Last-Modified: L` (percent-decoded; never a 304) |
 /// | `/slow?ms=N` | `/ok.png` after N ms |
 /// | `/paced` | `/ok.png` after ``TestOrigin/pace`` ms, which the test may change mid-run |
 /// | `/status/N` | status N, a short text body |
@@ -222,6 +223,12 @@ private final class OriginHandler: ChannelInboundHandler {
         switch parts.first ?? "" {
         case "ok.png":
             respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+        case "validators.png":
+            // `/ok.png` with the `etag` and `last_modified` of the query (percent-decoded) as its
+            // ETag and Last-Modified; it never answers 304.
+            let headers = [("ETag", query["etag"]), ("Last-Modified", query["last_modified"])]
+                .compactMap { name, value in value.map { (name, $0) } }
+            respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody, extraHeaders: headers)
         case "padded.png":
             // `/padded.png?bytes=N`: the image followed by zero bytes, N bytes in all.
             let size = max(Int(query["bytes"] ?? "") ?? 0, TestOrigin.okBody.count)
