@@ -199,6 +199,69 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
         #expect(all.opened > 100, "too few files opened by the reference")
     }
 
+    /// `image.verify = decode`: every file Pillow decodes in full (every frame, `Image.load()`) is
+    /// accepted with Pillow's format and size, and every file it cannot decode is refused; BMP,
+    /// which libvips does not decode here, keeps the structure walk's answer. Prints the table that
+    /// docs/image-formats.md quotes, and the disagreements, which fail the test.
+    @Test func decodeModeAgreesWithPillow() throws {
+        var table: [String: DecodeRow] = [:]
+        var disagreements: [String] = []
+        for (name, bytes, reference) in try corpusFiles() {
+            let family = String(name.split(separator: "-").first { !$0.hasPrefix("truncated") } ?? "")
+            guard reference["error"] != nil || reference["format"] is String else { continue }
+            var row = table[family] ?? DecodeRow()
+            defer { table[family] = row }
+            let answer = Worker.checkImage(bytes, maxPixels: WorkerConfiguration().fetch.maxPixels, verify: .decode)
+            let structureOnly = (try? answer.get()).map { $0.decoded == nil } ?? false
+            if structureOnly { row.structureOnly += 1 }
+            guard reference["decoded"] as? Bool == true, let format = reference["format"] as? String else {
+                row.undecodable += 1
+                switch answer {
+                case .failure: row.refused += 1
+                case .success(let info) where info.decoded == nil: row.undecodableStructureOnly += 1
+                case .success(let info): disagreements.append("\(name): Pillow cannot decode it, libvips does: \(info)")
+                }
+                continue
+            }
+            row.decodedByPillow += 1
+            switch answer {
+            case .failure(let error):
+                disagreements.append("\(name): Pillow decodes it, but \(error.code.rawValue): \(error.message)")
+            case .success(let info):
+                // Pillow's size is the stored one, but pillow-heif's and Pillow's libtiff path's are
+                // turned upright, and Pillow grows a GIF to its first frame (as in agreesWithPillow).
+                let width = reference["width"] as? Int, height = reference["height"] as? Int
+                let sizes = [(info.width, info.height), (info.displayWidth, info.displayHeight),
+                             (info.canvasWidth ?? info.width, info.canvasHeight ?? info.height)]
+                guard info.format.rawValue == format, sizes.contains(where: { $0 == (width, height) }) else {
+                    disagreements.append("\(name): Pillow \(format) \(width ?? 0)×\(height ?? 0) but \(info)")
+                    continue
+                }
+                row.accepted += 1
+                if let decoded = info.decoded {
+                    if (decoded.width, decoded.height) == (info.displayWidth, info.displayHeight) {
+                        row.sameUprightSize += 1
+                    } else {
+                        disagreements.append("\(name): decoded \(decoded.width)×\(decoded.height), "
+                            + "headers upright \(info.displayWidth)×\(info.displayHeight)")
+                    }
+                }
+            }
+        }
+        print("| format | decoded by Pillow | accepted, same format and size | decoded size = header's upright size "
+            + "| not decoded by Pillow | refused | accepted by the structure walk alone (BMP) |")
+        print("|" + String(repeating: " --- |", count: 7))
+        var all = DecodeRow()
+        for (family, row) in table.sorted(by: { $0.key < $1.key }) {
+            print("| \(family) | \(row.cells) |")
+            all.add(row)
+        }
+        print("| **all** | \(all.cells) |")
+        for line in disagreements { print("  \(line)") }
+        #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
+        #expect(all.decodedByPillow > 100, "too few files decoded by the reference")
+    }
+
     /// Truncation, flipped bytes and inflated sizes on every corpus file: no trap, and the answers
     /// stay consistent; every cut of a file the structure walk accepts is refused by it.
     @Test func mutatedCorpusFilesStaySafe() throws {
@@ -269,5 +332,22 @@ private struct Row {
         refusedByCRC += row.refusedByCRC
         undecodable += row.undecodable; undecodableRefused += row.undecodableRefused
         cutOfComplete += row.cutOfComplete; cutRefused += row.cutRefused
+    }
+}
+
+/// One row of the decode mode's agreement table.
+private struct DecodeRow {
+    var decodedByPillow = 0, accepted = 0, sameUprightSize = 0, undecodable = 0, refused = 0
+    var undecodableStructureOnly = 0, structureOnly = 0
+
+    var cells: String {
+        [decodedByPillow, accepted, sameUprightSize, undecodable, refused, undecodableStructureOnly]
+            .map(String.init).joined(separator: " | ")
+    }
+
+    mutating func add(_ row: DecodeRow) {
+        decodedByPillow += row.decodedByPillow; accepted += row.accepted; sameUprightSize += row.sameUprightSize
+        undecodable += row.undecodable; refused += row.refused
+        undecodableStructureOnly += row.undecodableStructureOnly; structureOnly += row.structureOnly
     }
 }

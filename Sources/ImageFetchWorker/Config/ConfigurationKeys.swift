@@ -1,7 +1,7 @@
 /// The configuration keys, in the order of the documentation. Each default is the initial
 /// value of its field in ``WorkerConfiguration``.
 extension ConfigurationKey {
-    package static let all: [ConfigurationKey] = worker + amqp + queue + fetch + retry + scheduler + storage + s3 + other
+    package static let all: [ConfigurationKey] = worker + amqp + queue + fetch + image + retry + scheduler + storage + s3 + other
 
     /// The entry for a key name, if there is one.
     package static func named(_ name: String) -> ConfigurationKey? {
@@ -94,6 +94,11 @@ extension ConfigurationKey {
         .optionalText("fetch.tls.ca_file", \.fetch.tls.caFile,
                       help: "CA bundle (PEM) that verifies the origins fetched; unset uses libcurl's system bundle.",
                       check: Check.readableFile),
+    ]
+
+    static let image: [ConfigurationKey] = [
+        .choice("image.verify", \.image.verify,
+                help: "How a body is checked: structure (walk it to its end) or decode (libvips decodes every pixel)."),
     ]
 
     static let retry: [ConfigurationKey] = [

@@ -145,8 +145,9 @@ extension Worker {
     /// What a whole body is, or why it fails: `not_an_image`, `too_many_pixels`, or, when the
     /// headers are an image but the walk to its end is not (`ImageSniffer.checkStructure`),
     /// `truncated` or `corrupt_image`. The walk runs after the pixel limit, so a bomb is refused by
-    /// its header alone.
-    static func checkImage(_ body: [UInt8], maxPixels: Int) -> Result<ImageInfo, JobError> {
+    /// its header alone. With `verify` `.decode`, libvips then decodes it (``ImageDecoder``).
+    static func checkImage(_ body: [UInt8], maxPixels: Int,
+                           verify: WorkerConfiguration.Image.Verify = .structure) -> Result<ImageInfo, JobError> {
         body.withUnsafeBytes { bytes in
             let info: ImageInfo
             switch ImageSniffer.inspect(bytes, isComplete: true) {
@@ -161,7 +162,10 @@ extension Worker {
             if let problem = ImageSniffer.checkStructure(bytes, format: info.format) {
                 return .failure(JobError(problem))
             }
-            return .success(info)
+            guard verify == .decode else { return .success(info) }
+            return ImageDecoder.decode(bytes, format: info.format, maxPixels: maxPixels)
+                .map { var decoded = info; decoded.decoded = $0; return decoded }
+                .mapError(JobError.init)
         }
     }
 
@@ -200,7 +204,8 @@ extension Worker {
         let info: ImageInfo
         let validateSpan = context.trace.stage("validate")
         defer { validateSpan.end() }
-        switch Self.checkImage(response.body, maxPixels: configuration.fetch.maxPixels) {
+        switch Self.checkImage(response.body, maxPixels: configuration.fetch.maxPixels,
+                               verify: configuration.image.verify) {
         case .success(let found):
             info = found
         case .failure(let error):
