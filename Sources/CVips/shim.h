@@ -49,7 +49,7 @@ static inline VipsImage *ifw_vips_open(ifw_vips_loader loader, const void *data,
         break;
     case IFW_VIPS_PNG:
         rc = vips_pngload_buffer((void *)data, length, &out, "access", VIPS_ACCESS_SEQUENTIAL,
-                                 "fail_on", VIPS_FAIL_ON_ERROR, "unlimited", TRUE, NULL);
+                                 "fail_on", VIPS_FAIL_ON_ERROR, NULL);
         break;
     case IFW_VIPS_GIF:
         rc = vips_gifload_buffer((void *)data, length, &out, "access", VIPS_ACCESS_SEQUENTIAL,
@@ -135,15 +135,16 @@ static inline int ifw_vips_orientation(VipsImage *image) {
     return vips_image_get_orientation(image);
 }
 
-/// Takes the message of the last libvips error on this thread, and clears it.
+/// Takes libvips's error text into `buffer` (cut to fit), and clears it. libvips keeps one error
+/// buffer for all threads: vips_error_buffer_copy reads and clears it under its lock.
 static inline void ifw_vips_error_take(char *buffer, size_t capacity) {
-    const char *text = vips_error_buffer();
+    char *text = vips_error_buffer_copy();
     if (capacity > 0) {
-        size_t n = strlen(text);
+        size_t n = text ? strlen(text) : 0;
         if (n >= capacity) n = capacity - 1;
-        memcpy(buffer, text, n);
+        if (n > 0) memcpy(buffer, text, n);
         buffer[n] = 0;
     }
-    vips_error_clear();
+    g_free(text);
 }
 #endif

@@ -257,6 +257,7 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
             all.add(row)
         }
         print("| **all** | \(all.cells) |")
+        print("\(all.structureOnly) files accepted without a decode (BMP)")
         for line in disagreements { print("  \(line)") }
         #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
         #expect(all.decodedByPillow > 100, "too few files decoded by the reference")

@@ -170,7 +170,7 @@ final class VipsImageHandle {
         return .success(grey)
     }
 
-    /// libvips's last error on this thread, first line, at most 160 bytes (it names no path: the
+    /// libvips's last error, first line, at most 160 bytes (it names no path: the
     /// body is decoded from memory), and clears it.
     private static func takeError(or fallback: String) -> String {
         var buffer = [CChar](repeating: 0, count: 512)
