@@ -13,6 +13,7 @@ import Synchronization
 /// | path | response |
 /// |---|---|
 /// | `/ok.png` | 200 `image/png`, ``TestOrigin/okBody`` |
+/// | `/fixture/NAME` | 200, the file Tests/Fixtures/images/NAME |
 /// | `/slow?ms=N` | `/ok.png` after N ms |
 /// | `/paced` | `/ok.png` after ``TestOrigin/pace`` ms, which the test may change mid-run |
 /// | `/status/N` | status N, a short text body |
@@ -222,6 +223,16 @@ private final class OriginHandler: ChannelInboundHandler {
         switch parts.first ?? "" {
         case "ok.png":
             respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
+        case "fixture":
+            // `/fixture/NAME`: Tests/Fixtures/images/NAME, a real image (the decode-mode tests).
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Fixtures/images")
+            let name = parts.count > 1 && !parts[1].contains("..") ? parts[1] : ""
+            if let data = FileManager.default.contents(atPath: root.appendingPathComponent(name).path), !name.isEmpty {
+                respond(context, .ok, contentType: "application/octet-stream", body: [UInt8](data))
+            } else {
+                respond(context, .notFound, contentType: "text/plain", body: Array("no such fixture\n".utf8))
+            }
         case "padded.png":
             // `/padded.png?bytes=N`: the image followed by zero bytes, N bytes in all.
             let size = max(Int(query["bytes"] ?? "") ?? 0, TestOrigin.okBody.count)
