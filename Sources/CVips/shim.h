@@ -111,7 +111,10 @@ static inline int ifw_vips_grey_thumbnail(VipsImage *image, int width, int heigh
     if (vips_colourspace(flat, &srgb, VIPS_INTERPRETATION_sRGB, NULL) != 0) goto done;
     if (vips_colourspace(srgb, &grey, VIPS_INTERPRETATION_B_W, NULL) != 0) goto done;
     if (vips_cast_uchar(grey, &cast, NULL) != 0) goto done;
-    if (cast->Xsize != width || cast->Ysize != height || cast->Bands < 1) { vips_error("ifw", "thumbnail size"); goto done; }
+    if (cast->Xsize != width || cast->Ysize != height || cast->Bands < 1) {
+        vips_error("ifw", "the thumbnail has the wrong size");
+        goto done;
+    }
     {
         size_t size = 0;
         unsigned char *pixels = vips_image_write_to_memory(cast, &size);

@@ -242,8 +242,8 @@ struct ConfigurationLoaderTests {
     @Test func imageVerifyIsStructureUnlessDecodeIsAsked() {
         #expect(WorkerConfiguration().image.verify == .structure)
         let error = loadError([], ["IMAGE_VERIFY": "full"])
-        #expect(error?.description
-            == #"configuration error: image.verify: must be structure or decode, got "full" (from environment variable IMAGE_VERIFY)"#)
+        #expect(error?.description == #"configuration error: image.verify: must be structure or decode, "#
+            + #"got "full" (from environment variable IMAGE_VERIFY)"#)
     }
 
     @Test func errorMessageIsOneClearLine() {

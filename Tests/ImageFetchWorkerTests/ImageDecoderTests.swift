@@ -27,7 +27,9 @@ import Testing
         return ~c
     }
 
-    static func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    static func be(_ v: UInt32) -> [UInt8] {
+        [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
 
     /// A PNG whose header says 60,000 × 60,000 RGB (3.6 billion pixels) over a few bytes of data:
     /// its structure is complete (every CRC right, `IEND`), its pixels could never decode.
@@ -89,7 +91,8 @@ import Testing
         let idat = try #require((8..<png.count - 4).first { png[$0..<$0 + 4] == [0x49, 0x44, 0x41, 0x54] })
         let length = Int(png[idat - 4]) << 24 | Int(png[idat - 3]) << 16 | Int(png[idat - 2]) << 8 | Int(png[idat - 1])
         for i in (idat + 4 + length / 2)..<(idat + 4 + length / 2 + 24) { png[i] ^= 0x5A }
-        png.replaceSubrange((idat + 4 + length)..<(idat + 8 + length), with: Self.be(Self.crc(png[idat..<idat + 4 + length])))
+        let crc = Self.be(Self.crc(png[idat..<idat + 4 + length]))
+        png.replaceSubrange((idat + 4 + length)..<(idat + 8 + length), with: crc)
         #expect(try Worker.checkImage(png, maxPixels: 50_000_000, verify: .structure).get().decoded == nil)
         #expect(Self.decodeMode(png).failureCode == .corruptImage)
         // A JPEG cut inside its scan: the structure walk says truncated; the decoder alone refuses it too.
@@ -112,10 +115,13 @@ import Testing
     }
 
     @Test func animatedFramesAreDecodedWithinThePixelLimit() {
-        #expect(ImageDecoder.framesToDecode(format: .gif, pages: 1000, framePixels: 1_000_000, maxPixels: 50_000_000) == 50)
-        #expect(ImageDecoder.framesToDecode(format: .webp, pages: 3, framePixels: 100, maxPixels: 50_000_000) == 3)
-        #expect(ImageDecoder.framesToDecode(format: .gif, pages: 9, framePixels: 49_000_000, maxPixels: 50_000_000) == 1)
-        #expect(ImageDecoder.framesToDecode(format: .tiff, pages: 9, framePixels: 100, maxPixels: 50_000_000) == 1)
+        func frames(_ format: ImageFormat, _ pages: Int, _ framePixels: Int) -> Int {
+            ImageDecoder.framesToDecode(format: format, pages: pages, framePixels: framePixels, maxPixels: 50_000_000)
+        }
+        #expect(frames(.gif, 1000, 1_000_000) == 50)
+        #expect(frames(.webp, 3, 100) == 3)
+        #expect(frames(.gif, 9, 49_000_000) == 1)
+        #expect(frames(.tiff, 9, 100) == 1)
     }
 
     @Test func bmpKeepsItsStructureWalkAndCarriesNoDecodedFacts() {

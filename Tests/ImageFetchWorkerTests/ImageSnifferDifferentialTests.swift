@@ -221,7 +221,8 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                 case .failure: row.refused += 1
                 case .success(let info) where info.decoded == nil: row.undecodableStructureOnly += 1
                 case .success(let info):
-                    let line = "\(name): Pillow cannot decode it, libvips does: \(info.format) \(info.width)×\(info.height)"
+                    let line = "\(name): Pillow cannot decode it, libvips does: "
+                        + "\(info.format) \(info.width)×\(info.height)"
                     if decodeDifferences.contains(where: { name.hasSuffix($0.key) }) {
                         row.documented += 1
                         documented.append(line)

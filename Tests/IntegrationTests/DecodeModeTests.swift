@@ -15,7 +15,8 @@ struct DecodeModeTests {
             // Its chunks and CRCs are right, its IDAT is filler: the structure walk accepts it.
             ("filler", origin.url("/ok.png")),
         ]
-        #expect(try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) }) == 2)
+        let bodies = jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == 2)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let storage = TestScratch.path("decode-\(UUID().uuidString)")
