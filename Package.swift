@@ -39,6 +39,12 @@ let package = Package(
             pkgConfig: "libidn2",
             providers: [.apt(["libidn2-dev"])]
         ),
+        // libvips decodes whole images when image.verify is decode (docs/image-formats.md).
+        .systemLibrary(
+            name: "CVips",
+            pkgConfig: "vips",
+            providers: [.apt(["libvips-dev"])]
+        ),
         .target(
             name: "CShims", dependencies: ["CCurl", "CRabbitMQ", "CIDN2"],
             // libssl for the fetch engine's TLS counters (tls_stats.c), the OpenSSL libcurl uses.
@@ -46,7 +52,7 @@ let package = Package(
         .target(
             name: "ImageFetchWorker",
             dependencies: [
-                "CShims", "CCurl", "CRabbitMQ",
+                "CShims", "CCurl", "CRabbitMQ", "CVips",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -20,6 +20,8 @@
 #   python32  png32's job done by the Python peer (Benchmarks/python-peer: aio-pika and aiohttp in
 #             a venv under .run/ that this script makes), the worker a user would otherwise write
 #   png32-files  the same with a new file per job (each job its own storage key), 60,000 jobs
+#   png32-decode  png32 with image.verify=decode (libvips decodes every body), 60,000 jobs
+#   jpeg16-decode jpeg16 with image.verify=decode, 3,000 jobs
 #   slow256   100 ms origin, concurrency 256, 30,000 jobs         efficiency = rate ÷ 2,560/s
 #   slow1024  100 ms origin, concurrency 1,024, 80,000 jobs       msgs/s, peak RSS, threads
 #   floor1024 slow1024's job done by the C floor: what rabbitmq-c, libcurl and the bodies need at
@@ -106,7 +108,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 python32 png32-files slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak
+all_names=(png32 floor32 python32 png32-files png32-decode jpeg16-decode slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak
   internet internet-python internet-img2dataset internet512 internet512-python)
 requested=()
 for arg in "$@"; do

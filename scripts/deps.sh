@@ -18,7 +18,7 @@ check_swift=1
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 
-packages=(librabbitmq-dev libcurl4-openssl-dev libssl-dev libidn2-dev rabbitmq-server pkg-config openssl ca-certificates)
+packages=(librabbitmq-dev libcurl4-openssl-dev libssl-dev libidn2-dev libvips-dev rabbitmq-server pkg-config openssl ca-certificates)
 # Any nginx flavour will do for the local HTTP origins of the integration tests and benchmarks.
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || packages+=(nginx-light)
 # shellcheck disable=SC2206 # a space-separated list of package names

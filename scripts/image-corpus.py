@@ -1,6 +1,6 @@
 """Makes the differential test's corpus with real encoders, and records what Pillow says of each file.
 
-    python image-corpus.py OUTDIR FIXTURES PILLOW_SDIST
+    python image-corpus.py OUTDIR FIXTURES PILLOW_SDIST PILLOW_HEIF_SDIST
 
 Encoders: ImageMagick, cjpeg, cwebp/img2webp/webpmux, gifsicle, tiffcp, pngcrush, heif-enc (Debian
 packages), and Pillow's own APNG, AVIF and EXIF writers. Some files are then altered the way odd
@@ -27,6 +27,7 @@ pillow_heif.register_heif_opener()
 OUT = sys.argv[1]
 FIXTURES = sys.argv[2]
 PILLOW_SDIST = sys.argv[3]
+PILLOW_HEIF_SDIST = sys.argv[4]
 TMP = os.path.join(OUT, "_work")
 IM = "convert-im6.q16"
 MAGICK = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "BMP3": "bmp", "BMP2": "bmp",
@@ -356,11 +357,29 @@ def pillow_tests():
             write(f"pillow.{PILLOW_EXTENSIONS[extension]}-{inside}", archive.extractfile(member).read())
 
 
+def pillow_heif_tests():
+    """pillow-heif's sample files (tests/images/heif*/: valid, special, corrupted, truncated)."""
+    if not os.path.isfile(PILLOW_HEIF_SDIST):
+        sys.exit(f"image-corpus: {PILLOW_HEIF_SDIST} is missing")
+    with tarfile.open(PILLOW_HEIF_SDIST) as archive:
+        for member in archive.getmembers():
+            parts = member.name.split("/")
+            if not member.isfile() or "/tests/images/" not in member.name or member.size > 2_000_000:
+                continue
+            extension = parts[-1].rsplit(".", 1)[-1].lower()
+            if not parts[-2].startswith("heif") or extension not in ("heic", "heif", "hif", "avif"):
+                continue
+            kind = "avif" if extension == "avif" else "heic"
+            inside = "_".join(parts[parts.index("images") + 1:])
+            write(f"pillowheif.{kind}-{inside}", archive.extractfile(member).read())
+
+
 def truncations():
     for name in sorted(os.listdir(OUT)):
         p = path(name)
         # Pillow's test images are cut by the Swift test itself (mutatedCorpusFilesStaySafe).
-        if not os.path.isfile(p) or name.startswith(("unclaimed", "truncated", "pillow.")) or name == "expected.json":
+        if not os.path.isfile(p) or name.startswith(("unclaimed", "truncated", "pillow.", "pillowheif.")) \
+                or name == "expected.json":
             continue
         data = read(p)
         for fraction in (0.3, 0.7):
@@ -421,7 +440,7 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     sources()
-    for make in (png, jpeg, gif, webp, bmp, tiff, heif, unclaimed, conformance, pillow_tests):
+    for make in (png, jpeg, gif, webp, bmp, tiff, heif, unclaimed, conformance, pillow_tests, pillow_heif_tests):
         make()
     truncations()
     shutil.rmtree(TMP)

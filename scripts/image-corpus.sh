@@ -12,5 +12,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${IFW_IMAGE_VENV:-$ROOT/.run/image-venv}"
 SDISTS="${IFW_IMAGE_SDISTS:-$ROOT/.run/image-sdists}"
 PILLOW_VERSION="$("$VENV/bin/python" -c 'import PIL; print(PIL.__version__)')"
+HEIF_VERSION="$("$VENV/bin/python" -c 'import pillow_heif; print(pillow_heif.__version__)')"
 exec "$VENV/bin/python" "$ROOT/scripts/image-corpus.py" "$1" "$ROOT/Tests/Fixtures/images" \
-  "$SDISTS/pillow-$PILLOW_VERSION.tar.gz"
+  "$SDISTS/pillow-$PILLOW_VERSION.tar.gz" "$SDISTS/pillow_heif-$HEIF_VERSION.tar.gz"

@@ -58,3 +58,11 @@ if [[ ! -f "$SDISTS/pillow-$PILLOW_VERSION.tar.gz" ]]; then
     --no-build-isolation "pillow==$PILLOW_VERSION" -d "$SDISTS" >/dev/null 2>&1 ||
     die "pip could not download pillow==$PILLOW_VERSION's source distribution"
 fi
+# pillow-heif's sample HEIF and AVIF files (tests/images/heif*/ of its source distribution).
+HEIF_VERSION="$("$VENV/bin/python" -c 'import pillow_heif; print(pillow_heif.__version__)')"
+if [[ ! -f "$SDISTS/pillow_heif-$HEIF_VERSION.tar.gz" ]]; then
+  echo "image-tools.sh: downloading pillow-heif $HEIF_VERSION's source distribution (its sample images)" >&2
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    --no-build-isolation "pillow_heif==$HEIF_VERSION" -d "$SDISTS" >/dev/null 2>&1 ||
+    die "pip could not download pillow_heif==$HEIF_VERSION's source distribution"
+fi

@@ -61,7 +61,7 @@ extension Runner {
                 figures.append(Figure(name: "worker CPU µs/message", value: String(format: "%.1f", cpuMicros),
                                       target: "≤ 110 (#2); ≤ 90 (#6)",
                                       met: "#2 \(yes(cpuMicros <= 110)); #6 \(yes(cpuMicros <= 90))"))
-            case "soak", "png32-files", "floor32", "python32":
+            case "soak", "png32-files", "floor32", "python32", "png32-decode", "jpeg16-decode":
                 figures.append(Figure(name: "messages/s", value: grouped(rate)))
                 figures.append(Figure(name: "worker CPU µs/message", value: String(format: "%.1f", cpuMicros)))
             case "slow256", "slow1024", "floor1024":

@@ -185,6 +185,7 @@ final class Runner: @unchecked Sendable {
             "HTTP_PORT": String(options.httpPort),
             "HTTP_HOST": "127.0.0.1",
         ]) { $1 }
+        environment.merge(scenario.workerEnvironment) { $1 }
         environment.merge(options.environment) { $1 }
         process.environment = environment
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

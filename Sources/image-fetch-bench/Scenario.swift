@@ -23,6 +23,8 @@ struct Scenario: Sendable {
     /// same (one URL, no key): the first stores the content-addressed file, and the others find
     /// it in place with the right size and do not write it again.
     var newFilePerJob = false
+    /// Settings of the worker for this scenario, as environment variables (IMAGE_VERIFY=decode).
+    var workerEnvironment: [String: String] = [:]
 
     /// The slow origin's delay.
     static let slowDelayMilliseconds: Int64 = 100
@@ -36,6 +38,12 @@ struct Scenario: Sendable {
                  concurrency: 32, defaultJobs: 100_000, origin: .fastPNG),
         Scenario(name: "png32-files", title: "12 KB PNG, fast origin (nginx), concurrency 32, a new file per job",
                  concurrency: 32, defaultJobs: 60_000, origin: .fastPNG, newFilePerJob: true),
+        // Decode mode's cost made visible (docs/image-formats.md, "Full decode"): png32 and jpeg16
+        // with libvips decoding every body.
+        Scenario(name: "png32-decode", title: "png32 with image.verify=decode (libvips decodes each 12 KB PNG)",
+                 concurrency: 32, defaultJobs: 60_000, origin: .fastPNG, workerEnvironment: ["IMAGE_VERIFY": "decode"]),
+        Scenario(name: "jpeg16-decode", title: "jpeg16 with image.verify=decode (libvips decodes each 3 MB JPEG)",
+                 concurrency: 16, defaultJobs: 3_000, origin: .fastJPEG, workerEnvironment: ["IMAGE_VERIFY": "decode"]),
         Scenario(name: "slow256", title: "100 ms origin, concurrency 256",
                  concurrency: 256, defaultJobs: 30_000, origin: .slowPNG),
         Scenario(name: "slow1024", title: "100 ms origin, concurrency 1,024",

@@ -208,6 +208,7 @@ struct ConfigurationLoaderTests {
         ("QUEUE_DECLARE", "maybe", "queue.declare"),
         ("STORAGE_FSYNC", "2", "storage.fsync"),
         ("QUEUE_TYPE", "stream", "queue.type"),
+        ("IMAGE_VERIFY", "pixels", "image.verify"),
         ("STORAGE_KIND", "ftp", "storage.kind"),
         ("LOG_FORMAT", "xml", "log.format"),
         ("LOG_LEVEL", "verbose", "log.level"),
@@ -236,6 +237,13 @@ struct ConfigurationLoaderTests {
         #expect(error?.description.hasPrefix("configuration error: \(key): ") == true)
         #expect(error?.description.contains("\n") == false)
         #expect(error?.description.contains(variable) == true)
+    }
+
+    @Test func imageVerifyIsStructureUnlessDecodeIsAsked() {
+        #expect(WorkerConfiguration().image.verify == .structure)
+        let error = loadError([], ["IMAGE_VERIFY": "full"])
+        #expect(error?.description == #"configuration error: image.verify: must be structure or decode, "#
+            + #"got "full" (from environment variable IMAGE_VERIFY)"#)
     }
 
     @Test func errorMessageIsOneClearLine() {

@@ -199,6 +199,92 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
         #expect(all.opened > 100, "too few files opened by the reference")
     }
 
+    /// `image.verify = decode`: every file Pillow decodes in full (every frame, `Image.load()`) is
+    /// accepted with Pillow's format and size, and every file it cannot decode is refused; BMP,
+    /// which libvips does not decode here, keeps the structure walk's answer. Prints the table that
+    /// docs/image-formats.md quotes, and the disagreements, which fail the test.
+    @Test func decodeModeAgreesWithPillow() throws {
+        var table: [String: DecodeRow] = [:]
+        var disagreements: [String] = []
+        var documented: [String] = []
+        for (name, bytes, reference) in try corpusFiles() {
+            let family = String(name.split(separator: "-").first { !$0.hasPrefix("truncated") } ?? "")
+            guard reference["error"] != nil || reference["format"] is String else { continue }
+            var row = table[family] ?? DecodeRow()
+            defer { table[family] = row }
+            let answer = Worker.checkImage(bytes, maxPixels: WorkerConfiguration().fetch.maxPixels, verify: .decode)
+            let structureOnly = (try? answer.get()).map { $0.decoded == nil } ?? false
+            if structureOnly { row.structureOnly += 1 }
+            guard reference["decoded"] as? Bool == true, let format = reference["format"] as? String else {
+                row.undecodable += 1
+                switch answer {
+                case .failure: row.refused += 1
+                case .success(let info) where info.decoded == nil: row.undecodableStructureOnly += 1
+                case .success(let info):
+                    let line = "\(name): Pillow cannot decode it, libvips does: "
+                        + "\(info.format) \(info.width)×\(info.height)"
+                    if decodeDifferences.contains(where: { name.hasSuffix($0.key) }) {
+                        row.documented += 1
+                        documented.append(line)
+                    } else {
+                        disagreements.append(line)
+                    }
+                }
+                continue
+            }
+            row.decodedByPillow += 1
+            switch answer {
+            case .failure(let error):
+                let line = "\(name): Pillow decodes it, but \(error.code.rawValue): \(error.message)"
+                if decodeDifferences.contains(where: { name.hasSuffix($0.key) }) {
+                    row.documented += 1
+                    documented.append(line)
+                } else {
+                    disagreements.append(line)
+                }
+            case .success(let info):
+                // Pillow's size is the stored one, but pillow-heif's and Pillow's libtiff path's are
+                // turned upright, and Pillow grows a GIF to its first frame (as in agreesWithPillow).
+                let width = reference["width"] as? Int, height = reference["height"] as? Int
+                let sizes = [(info.width, info.height), (info.displayWidth, info.displayHeight),
+                             (info.canvasWidth ?? info.width, info.canvasHeight ?? info.height)]
+                guard info.format.rawValue == format, sizes.contains(where: { $0 == (width, height) }) else {
+                    disagreements.append("\(name): Pillow \(format) \(width ?? 0)×\(height ?? 0) but \(info)")
+                    continue
+                }
+                row.accepted += 1
+                if let decoded = info.decoded {
+                    // libnsgif, like Pillow, grows a GIF to a frame beyond its logical screen.
+                    let canvas = (info.canvasWidth ?? info.displayWidth, info.canvasHeight ?? info.displayHeight)
+                    if (decoded.width, decoded.height) == (info.displayWidth, info.displayHeight)
+                        || (decoded.width, decoded.height) == canvas
+                    {
+                        row.sameUprightSize += 1
+                    } else {
+                        disagreements.append("\(name): decoded \(decoded.width)×\(decoded.height), "
+                            + "headers upright \(info.displayWidth)×\(info.displayHeight)")
+                    }
+                }
+            }
+        }
+        print("| format | decoded by Pillow | accepted, same format and size | decoded size = header's upright size "
+            + "| not decoded by Pillow | refused | accepted by the structure walk alone (BMP) "
+            + "| documented differences |")
+        print("|" + String(repeating: " --- |", count: 8))
+        var all = DecodeRow()
+        for (family, row) in table.sorted(by: { $0.key < $1.key }) {
+            print("| \(family) | \(row.cells) |")
+            all.add(row)
+        }
+        print("| **all** | \(all.cells) |")
+        print("\(all.structureOnly) files accepted without a decode (BMP)")
+        print("\(documented.count) documented differences (decodeDifferences):")
+        for line in documented { print("  \(line)") }
+        for line in disagreements { print("  \(line)") }
+        #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
+        #expect(all.decodedByPillow > 100, "too few files decoded by the reference")
+    }
+
     /// Truncation, flipped bytes and inflated sizes on every corpus file: no trap, and the answers
     /// stay consistent; every cut of a file the structure walk accepts is refused by it.
     @Test func mutatedCorpusFilesStaySafe() throws {
@@ -269,5 +355,54 @@ private struct Row {
         refusedByCRC += row.refusedByCRC
         undecodable += row.undecodable; undecodableRefused += row.undecodableRefused
         cutOfComplete += row.cutOfComplete; cutRefused += row.cutRefused
+    }
+}
+
+/// Where libvips and Pillow differ on a corpus file, and why (docs/image-formats.md, "Agreement in
+/// decode mode"): by the end of the file's name. Any other difference fails the test.
+private let decodeDifferences: [String: String] = [
+    // Pillow decodes, the worker refuses.
+    "pngsuite-xcsn0g01.png": "a wrong IDAT CRC: libpng and the structure walk refuse it, Pillow does not check it",
+    "10ct_32bit_128.tiff": "libtiff through libvips 8.14: bad seek",
+    "12bit.cropped.tif": "libvips 8.14 reads no 12-bit samples",
+    "old-style-jpeg-compression.tif": "libvips 8.14: old-style JPEG in TIFF (subsampled) not supported",
+    "old-style-jpeg-compression-no-samplesperpixel.tif": "as above",
+    "separate_planar_extra_samples.tiff": "libtiff: a strip byte count of 0",
+    "tiff_tiled_planar_16bit_RGB.tiff": "libvips 8.14: tiled separate planes not supported",
+    "tiff_tiled_planar_16bit_RGBa.tiff": "as above",
+    "tiff_tiled_planar_lzw.tiff": "as above",
+    "tiff_tiled_planar_raw.tif": "as above",
+    // Pillow refuses, libvips decodes.
+    "avif-odd-grid-2x2.avif": "a hand-built AVIF grid libavif refuses and libheif (and ImageMagick) read",
+    "bigtiff-tiffcp-be.tif": "a big-endian BigTIFF: Pillow says missing dimensions, libtiff reads it",
+    "hopper_unknown_pixel_mode.tif": "a pixel mode Pillow lacks; libtiff reads it",
+    "hopper_webp.tif": "WebP in TIFF: Pillow lacks it, libtiff has it",
+    "sugarshack_ifd_offset.mpo": "an MPO whose second image is broken: libvips decodes the first",
+    "sugarshack_no_data.mpo": "as above",
+    "png_decompression_dos.png": "compressed text over Pillow's limit; the 1 × 1 image decodes",
+    // Pillow checks an APNG's frames (fcTL/fdAT numbering, frames announced); libvips decodes the
+    // default image with libpng, which ignores APNG chunks.
+    "apng_chunk_no_fctl.png": "APNG", "apng_chunk_no_fdat.png": "APNG", "apng_chunk_repeat_fctl.png": "APNG",
+    "apng_sequence_fdat_fctl.png": "APNG", "apng_sequence_gap.png": "APNG", "apng_sequence_reorder.png": "APNG",
+    "apng_sequence_reorder_chunk.png": "APNG", "apng_sequence_repeat.png": "APNG",
+    "apng_sequence_repeat_chunk.png": "APNG", "apng_sequence_start.png": "APNG",
+    "apng_syntax_num_frames_high.png": "APNG",
+]
+
+/// One row of the decode mode's agreement table.
+private struct DecodeRow {
+    var decodedByPillow = 0, accepted = 0, sameUprightSize = 0, undecodable = 0, refused = 0
+    var undecodableStructureOnly = 0, structureOnly = 0, documented = 0
+
+    var cells: String {
+        [decodedByPillow, accepted, sameUprightSize, undecodable, refused, undecodableStructureOnly, documented]
+            .map(String.init).joined(separator: " | ")
+    }
+
+    mutating func add(_ row: DecodeRow) {
+        decodedByPillow += row.decodedByPillow; accepted += row.accepted; sameUprightSize += row.sameUprightSize
+        undecodable += row.undecodable; refused += row.refused
+        undecodableStructureOnly += row.undecodableStructureOnly; structureOnly += row.structureOnly
+        documented += row.documented
     }
 }

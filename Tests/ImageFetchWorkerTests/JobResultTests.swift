@@ -86,6 +86,7 @@ import Testing
         everyFact.animated = true
         everyFact.progressive = true
         everyFact.orientation = 8
+        everyFact.decoded = DecodedFacts(width: 12_345, height: 12_345, dhash: .max)
         let results = [
             filled { _ in },
             filled { $0.image = everyFact },
@@ -96,6 +97,21 @@ import Testing
             #expect(encoded.count <= result.encodedCapacity)
             _ = try decode(encoded)
         }
+    }
+
+    /// Decode mode's facts are written only when the image was decoded.
+    @Test func decodedFactsOnlyWhenDecoded() throws {
+        var result = JobResult(job: Job(id: "j", url: "u"), status: .ok, durationMs: 1, worker: "w", finishedAt: 0)
+        var info = ImageInfo(format: .jpeg, width: 64, height: 96)
+        info.orientation = 6
+        result.image = info
+        let structure = try decode(result.encoded())
+        #expect(structure["dhash"] == nil && structure["decoded_width"] == nil)
+        info.decoded = DecodedFacts(width: 96, height: 64, dhash: 0x0123_4567_89AB_CDEF)
+        result.image = info
+        let decoded = try decode(result.encoded())
+        #expect(decoded["decoded_width"] as? Int == 96 && decoded["decoded_height"] as? Int == 64)
+        #expect(decoded["dhash"] as? String == "0123456789abcdef")
     }
 
     @Test func httpStatusRetryability() {

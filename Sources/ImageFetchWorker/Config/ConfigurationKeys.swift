@@ -1,7 +1,7 @@
 /// The configuration keys, in the order of the documentation. Each default is the initial
 /// value of its field in ``WorkerConfiguration``.
 extension ConfigurationKey {
-    package static let all: [ConfigurationKey] = worker + amqp + queue + fetch + retry + scheduler + storage + s3 + other
+    package static let all: [ConfigurationKey] = worker + amqp + queue + fetch + image + retry + scheduler + storage + s3 + other
 
     /// The entry for a key name, if there is one.
     package static func named(_ name: String) -> ConfigurationKey? {
@@ -114,6 +114,11 @@ extension ConfigurationKey {
                  help: "How long an unreachable robots.txt (5xx, no answer: disallow all) is kept."),
         .int("fetch.opt_out.robots_max_origins", \.fetch.optOut.robotsMaxOrigins, in: 1...10_000_000,
              help: "Origins whose robots.txt is kept at once; the least recently used go first."),
+    ]
+
+    static let image: [ConfigurationKey] = [
+        .choice("image.verify", \.image.verify,
+                help: "How a body is checked: structure (walk it to its end) or decode (libvips decodes every pixel)."),
     ]
 
     static let retry: [ConfigurationKey] = [

@@ -146,6 +146,21 @@ package struct WorkerConfiguration: Sendable, Equatable {
         }
     }
 
+    /// `image.*`: how a fetched body is checked (docs/image-formats.md).
+    package struct Image: Sendable, Equatable {
+        /// `image.verify`: the structure walk alone, or a full decode after it.
+        package var verify: Verify = .structure
+
+        /// How far a body is checked before it is `ok`.
+        package enum Verify: String, Sendable, Equatable, CaseIterable {
+            /// Headers, the pixel limit and a walk of the structure to its end.
+            case structure
+            /// The same, then libvips decodes every pixel; the result gains the decoded size and a dHash.
+            case decode
+        }
+        package init() {}
+    }
+
     /// `retry.*`: the retry policy for retryable failures.
     package struct Retry: Sendable, Equatable {
         /// `retry.max_attempts`: attempts in all, the first included.
@@ -298,6 +313,7 @@ package struct WorkerConfiguration: Sendable, Equatable {
     package var queue = Queues()
     package var worker = Worker()
     package var fetch = Fetch()
+    package var image = Image()
     package var retry = Retry()
     package var scheduler = Scheduler()
     package var storage = Storage()

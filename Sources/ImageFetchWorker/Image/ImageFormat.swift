@@ -80,6 +80,9 @@ public struct ImageInfo: Sendable, Equatable, Hashable {
     public var canvasWidth: Int?
     /// See ``canvasWidth``.
     public var canvasHeight: Int?
+    /// What a full decode found (`image.verify = decode`); nil in structure mode and for a format
+    /// not decoded (BMP).
+    public var decoded: DecodedFacts?
 
     /// Creates an image description with no optional facts.
     public init(format: ImageFormat, width: Int, height: Int) {

@@ -43,12 +43,12 @@ public struct JobResult: Sendable, Equatable {
     }
 
     /// What ``encoded()`` writes at most, escapes aside, so that its buffer is allocated once: keys,
-    /// numbers and punctuation take under 440 bytes, an image's facts 180 more, an error's keys 80.
+    /// numbers and punctuation take under 440 bytes, an image's facts 250 more, an error's keys 80.
     var encodedCapacity: Int {
         var capacity = 440 + id.utf8.count + url.utf8.count + worker.utf8.count
         capacity += (contentType?.utf8.count ?? 0) + (sha256?.utf8.count ?? 0) + (location?.utf8.count ?? 0)
         capacity += (finalURL?.utf8.count ?? 0) + (etag?.utf8.count ?? 0) + (lastModified?.utf8.count ?? 0)
-        if image != nil { capacity += 180 }
+        if image != nil { capacity += 250 }
         if let error { capacity += 80 + error.message.utf8.count }
         return capacity
     }
@@ -76,6 +76,11 @@ public struct JobResult: Sendable, Equatable {
                 json.field("orientation", orientation)
                 json.field("display_width", image.displayWidth)
                 json.field("display_height", image.displayHeight)
+            }
+            if let decoded = image.decoded {
+                json.field("decoded_width", decoded.width)
+                json.field("decoded_height", decoded.height)
+                json.field("dhash", decoded.dhashHex)
             }
         }
         json.field("bytes", bytes)

@@ -55,4 +55,17 @@ extension JobError {
             self.init(.corruptImage, "the image is damaged (\(reason))")
         }
     }
+
+    /// `too_many_pixels` or `corrupt_image`, for a body libvips would not decode. Not retried.
+    package init(_ failure: ImageDecoder.Failure) {
+        switch failure {
+        case .tooManyPixels(let width, let height):
+            self.init(.tooManyPixels, "the image needs \(width) × \(height) pixels, over fetch.max_pixels")
+        case .undecodable(let reason):
+            self.init(.corruptImage, "the image does not decode (\(reason))")
+        case .unavailable:
+            // Not reached in a worker: it does not start in decode mode without libvips.
+            self.init(.corruptImage, "the image could not be decoded: libvips did not start")
+        }
+    }
 }

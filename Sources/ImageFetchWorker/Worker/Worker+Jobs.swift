@@ -119,9 +119,17 @@ extension Worker {
     }
 
     /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:)``): `not_an_image`,
-    /// `too_many_pixels`, `truncated` or `corrupt_image`.
-    static func checkImage(_ body: [UInt8], maxPixels: Int) -> Result<ImageInfo, JobError> {
-        ImagePolicy.check(body, maxPixels: maxPixels).mapError(JobError.init)
+    /// `too_many_pixels`, `truncated` or `corrupt_image`. With `verify` `.decode`, libvips then
+    /// decodes a body that passed (``ImageDecoder``), and the result carries what it found.
+    static func checkImage(_ body: [UInt8], maxPixels: Int,
+                           verify: WorkerConfiguration.Image.Verify = .structure) -> Result<ImageInfo, JobError> {
+        let checked = ImagePolicy.check(body, maxPixels: maxPixels).mapError(JobError.init)
+        guard verify == .decode, case .success(let info) = checked else { return checked }
+        return body.withUnsafeBytes { bytes in
+            ImageDecoder.decode(bytes, format: info.format, maxPixels: maxPixels)
+                .map { var decoded = info; decoded.decoded = $0; return decoded }
+                .mapError(JobError.init)
+        }
     }
 
     // MARK: - Fetched (work queue)
@@ -156,7 +164,8 @@ extension Worker {
         let info: ImageInfo
         let validateSpan = context.trace.stage("validate")
         defer { validateSpan.end() }
-        switch Self.checkImage(response.body, maxPixels: configuration.fetch.maxPixels) {
+        switch Self.checkImage(response.body, maxPixels: configuration.fetch.maxPixels,
+                               verify: configuration.image.verify) {
         case .success(let found):
             info = found
         case .failure(let error):

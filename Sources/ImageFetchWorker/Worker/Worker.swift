@@ -54,6 +54,10 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
 
     /// Builds the worker from its configuration: the fetch engine, the sink, admission and the session.
     package init(configuration: WorkerConfiguration, logger: Logger) throws {
+        // libvips starts once, here, so that decode mode fails at start rather than on every job.
+        if configuration.image.verify == .decode, !ImageDecoder.start() {
+            throw ConfigurationError(key: "image.verify", problem: "is decode, but libvips could not be started")
+        }
         self.configuration = configuration
         self.logger = logger
         let concurrency = configuration.worker.concurrency

@@ -14,6 +14,7 @@ import Synchronization
 /// |---|---|
 /// | `/ok.png` | 200 `image/png`, ``TestOrigin/okBody`` |
 /// | `/validators.png?etag=E&last_modified=L` | `/ok.png` with `ETag: E` and `Last-Modified: L` (percent-decoded; never a 304) |
+/// | `/fixture/NAME` | 200, the file Tests/Fixtures/images/NAME |
 /// | `/slow?ms=N` | `/ok.png` after N ms |
 /// | `/paced` | `/ok.png` after ``TestOrigin/pace`` ms, which the test may change mid-run |
 /// | `/status/N` | status N, a short text body |
@@ -229,6 +230,16 @@ private final class OriginHandler: ChannelInboundHandler {
             let headers = [("ETag", query["etag"]), ("Last-Modified", query["last_modified"])]
                 .compactMap { name, value in value.map { (name, $0) } }
             respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody, extraHeaders: headers)
+        case "fixture":
+            // `/fixture/NAME`: Tests/Fixtures/images/NAME, a real image (the decode-mode tests).
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Fixtures/images")
+            let name = parts.count > 1 && !parts[1].contains("..") ? parts[1] : ""
+            if let data = FileManager.default.contents(atPath: root.appendingPathComponent(name).path), !name.isEmpty {
+                respond(context, .ok, contentType: "application/octet-stream", body: [UInt8](data))
+            } else {
+                respond(context, .notFound, contentType: "text/plain", body: Array("no such fixture\n".utf8))
+            }
         case "padded.png":
             // `/padded.png?bytes=N`: the image followed by zero bytes, N bytes in all.
             let size = max(Int(query["bytes"] ?? "") ?? 0, TestOrigin.okBody.count)
