@@ -12,7 +12,8 @@ let package = Package(
     dependencies: [
         // The worker itself, by path; `name:` keeps the identity stable whatever the checkout folder is called.
         .package(name: "image-fetch-worker", path: ".."),
-        .package(url: "https://github.com/ordo-one/package-benchmark.git", from: "1.38.0", traits: ["MallocInterposer"]),
+        .package(
+            url: "https://github.com/ordo-one/package-benchmark.git", from: "1.38.0", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
     ],
     targets: [
@@ -26,7 +27,7 @@ let package = Package(
             ],
             path: "Benchmarks/WorkerBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
-        ),
+        )
     ],
     swiftLanguageModes: [.v6]
 )

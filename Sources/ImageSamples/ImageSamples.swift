@@ -41,7 +41,8 @@ public enum ImageSamples {
         var raw: [UInt8] = []
         for _ in 0..<height { raw += [0] + [UInt8](repeating: 0x80, count: width) }  // filter 0 + pixels
         precondition(raw.count < 65_535)
-        let zlib: [UInt8] = [0x78, 0x01, 0x01] + le16(raw.count) + le16(~raw.count & 0xFFFF) + raw
+        let zlib: [UInt8] =
+            [0x78, 0x01, 0x01] + le16(raw.count) + le16(~raw.count & 0xFFFF) + raw
             + be32(Int(adler32(raw)))
         let ihdr = be32(width) + be32(height) + [8, 0, 0, 0, 0]  // 8-bit gray, deflate, no filter, no interlace
         return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + pngChunk("IHDR", ihdr) + pngChunk("IDAT", zlib)
@@ -80,7 +81,8 @@ public enum ImageSamples {
     public static func vp8Chunk(width: Int, height: Int) -> [UInt8] {
         // Frame tag: key frame, version 0, shown, first partition 16 bytes; start code; sizes with scale.
         let tag: [UInt8] = [0x10 | (16 & 7) << 5, UInt8((16 >> 3) & 0xFF), 0]
-        let data = tag + [0x9D, 0x01, 0x2A] + le16(width | 1 << 14) + le16(height | 2 << 14)
+        let data =
+            tag + [0x9D, 0x01, 0x2A] + le16(width | 1 << 14) + le16(height | 2 << 14)
             + [UInt8](repeating: 0, count: 16)
         return riffChunk("VP8 ", data)
     }
@@ -110,7 +112,8 @@ public enum ImageSamples {
     public static func bmpInfo(width: Int, height: Int) -> [UInt8] {
         let rowBytes = (width * 3 + 3) / 4 * 4
         let pixels = [UInt8](repeating: 0x7F, count: rowBytes * abs(height))
-        let header = le32(40) + le32(width) + le32(height) + le16(1) + le16(24) + le32(0) + le32(pixels.count)
+        let header =
+            le32(40) + le32(width) + le32(height) + le16(1) + le16(24) + le32(0) + le32(pixels.count)
             + le32(2835) + le32(2835) + le32(0) + le32(0)
         return ascii("BM") + le32(14 + header.count + pixels.count) + [0, 0, 0, 0] + le32(14 + header.count)
             + header + pixels
@@ -139,7 +142,9 @@ public enum ImageSamples {
         return header + (ifdLast ? pixels + ifd : ifd + pixels)
     }
 
-    public static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] { be32(payload.count + 8) + ascii(type) + payload }
+    public static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+        be32(payload.count + 8) + ascii(type) + payload
+    }
     public static func fullBox(_ type: String, _ payload: [UInt8]) -> [UInt8] { box(type, [0, 0, 0, 0] + payload) }
 
     public static func ftyp(major: String, compatible: [String]) -> [UInt8] {

@@ -20,8 +20,10 @@ enum BenchImages {
             let length = min(65_535, raw.count - offset)
             let final: UInt8 = offset + length == raw.count ? 1 : 0
             zlib.append(final)
-            zlib.append(contentsOf: [UInt8(length & 0xFF), UInt8(length >> 8),
-                                     UInt8(~length & 0xFF), UInt8((~length >> 8) & 0xFF)])
+            zlib.append(contentsOf: [
+                UInt8(length & 0xFF), UInt8(length >> 8),
+                UInt8(~length & 0xFF), UInt8((~length >> 8) & 0xFF),
+            ])
             zlib.append(contentsOf: raw[offset..<offset + length])
             offset += length
         } while offset < raw.count

@@ -14,7 +14,9 @@ struct InternetJobs {
         }
         for line in text.split(separator: "\n").prefix(count) {
             let fields = line.split(separator: "\t")
-            guard fields.count >= 3, let delay = Double(fields[2]) else { throw BenchError("bad line in \(path): \(line)") }
+            guard fields.count >= 3, let delay = Double(fields[2]) else {
+                throw BenchError("bad line in \(path): \(line)")
+            }
             urls.append(String(fields[0]))
             kinds.append(String(fields[1]))
             delays.append(delay)

@@ -45,7 +45,8 @@ struct OriginScenarios {
     // MARK: - mixed
 
     private func mixed(_ configuration: WorkerConfiguration, results: IDCollector, body: [UInt8]) throws -> [Figure] {
-        let slow = try SlowOrigin.start(host: "127.0.0.2", delayMilliseconds: 2000, body: body, contentType: "image/png")
+        let slow = try SlowOrigin.start(
+            host: "127.0.0.2", delayMilliseconds: 2000, body: body, contentType: "image/png")
         defer { slow.shutdown() }
         let worker = try startWorker(configuration, ["WORKER_CONCURRENCY": "32"])
         defer { stop(worker) }
@@ -70,29 +71,39 @@ struct OriginScenarios {
         let ok = results.ok(allIDs)
         return [
             .init(name: "messages/s", value: grouped(Double(count) / fastSeconds)),
-            .init(name: "fast origin alone", value: String(format: "%.2f s for %@ jobs (%@/s)", aloneSeconds,
-                                                           grouped(Double(count)), grouped(Double(count) / aloneSeconds))),
+            .init(
+                name: "fast origin alone",
+                value: String(
+                    format: "%.2f s for %@ jobs (%@/s)", aloneSeconds,
+                    grouped(Double(count)), grouped(Double(count) / aloneSeconds))),
             .init(name: "fast origin beside the slow one", value: String(format: "%.2f s", fastSeconds)),
-            .init(name: "fast origin's share of its rate alone", value: String(format: "%.1f %%", share * 100),
-                  target: "≥ 50 %", met: yes(share >= 0.5)),
+            .init(
+                name: "fast origin's share of its rate alone", value: String(format: "%.1f %%", share * 100),
+                target: "≥ 50 %", met: yes(share >= 0.5)),
             .init(name: "jobs ok", value: "\(ok) of \(allIDs.count)", target: "all", met: yes(ok == allIDs.count)),
             .init(name: "all jobs done (slow origin included)", value: String(format: "%.1f s", allSeconds)),
             .init(name: "slow origin: most requests at once", value: "\(slow.stats.maxInFlight)"),
-            .init(name: "deferrals", value: Self.sum(metrics, "image_fetch_deferrals_total").map { String(Int($0)) } ?? "—"),
+            .init(
+                name: "deferrals",
+                value: Self.sum(metrics, "image_fetch_deferrals_total").map { String(Int($0)) } ?? "—"),
         ]
     }
 
     // MARK: - capacity
 
-    private func capacity(_ configuration: WorkerConfiguration, results: IDCollector, body: [UInt8]) throws -> [Figure] {
+    private func capacity(_ configuration: WorkerConfiguration, results: IDCollector, body: [UInt8]) throws -> [Figure]
+    {
         let capacity = 8
         let service = 0.1
-        let origin = try SlowOrigin.start(host: "127.0.0.3", delayMilliseconds: Int64(service * 1000), body: body,
-                                          contentType: "image/png", capacity: capacity, retryAfter: "1")
+        let origin = try SlowOrigin.start(
+            host: "127.0.0.3", delayMilliseconds: Int64(service * 1000), body: body,
+            contentType: "image/png", capacity: capacity, retryAfter: "1")
         defer { origin.shutdown() }
-        let worker = try startWorker(configuration, [
-            "WORKER_CONCURRENCY": "64", "RETRY_DELAYS": "1s", "RETRY_MAX_ATTEMPTS": "20",
-        ])
+        let worker = try startWorker(
+            configuration,
+            [
+                "WORKER_CONCURRENCY": "64", "RETRY_DELAYS": "1s", "RETRY_MAX_ATTEMPTS": "20",
+            ])
         defer { stop(worker) }
         let jobs = (0..<max(options.jobs, 1)).map { ("cap-\($0)", "http://127.0.0.3:\(origin.port)/cap.png") }
         let seconds = try publishAndWait(configuration, jobs, results: results, until: Set(jobs.map(\.0)))
@@ -103,11 +114,16 @@ struct OriginScenarios {
         let ok = results.ok(Set(jobs.map(\.0)))
         return [
             .init(name: "messages/s", value: grouped(Double(jobs.count) / seconds)),
-            .init(name: "refused requests per image", value: String(format: "%.3f (%d refused, %d served)", refusedPerImage,
-                                                                     stats.refused, served),
-                  target: "≤ 0.1", met: yes(refusedPerImage <= 0.1)),
-            .init(name: "origin's capacity used", value: String(format: "%.1f %% (%.1f s for %d images)", used * 100, seconds, served),
-                  target: "≥ 70 %", met: yes(used >= 0.7)),
+            .init(
+                name: "refused requests per image",
+                value: String(
+                    format: "%.3f (%d refused, %d served)", refusedPerImage,
+                    stats.refused, served),
+                target: "≤ 0.1", met: yes(refusedPerImage <= 0.1)),
+            .init(
+                name: "origin's capacity used",
+                value: String(format: "%.1f %% (%.1f s for %d images)", used * 100, seconds, served),
+                target: "≥ 70 %", met: yes(used >= 0.7)),
             .init(name: "jobs ok", value: "\(ok) of \(jobs.count)", target: "all", met: yes(ok == jobs.count)),
             .init(name: "most requests at once at the origin", value: "\(stats.maxInFlight)"),
         ]
@@ -119,13 +135,17 @@ struct OriginScenarios {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: options.worker)
         process.arguments = ["run"]
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AMQP_") && !$0.key.hasPrefix("QUEUE_") }
-        environment.merge([
-            "AMQP_URL": options.amqpURL, "QUEUE_JOBS": configuration.queue.jobs,
-            "QUEUE_RESULTS": configuration.queue.results, "QUEUE_DEAD": configuration.queue.dead,
-            "STORAGE_KIND": "none", "FETCH_ALLOW_PRIVATE_NETWORKS": "true", "LOG_LEVEL": "warning",
-            "HTTP_PORT": String(options.httpPort), "HTTP_HOST": "127.0.0.1",
-        ].merging(settings) { $1 }) { $1 }
+        var environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("AMQP_") && !$0.key.hasPrefix("QUEUE_")
+        }
+        environment.merge(
+            [
+                "AMQP_URL": options.amqpURL, "QUEUE_JOBS": configuration.queue.jobs,
+                "QUEUE_RESULTS": configuration.queue.results, "QUEUE_DEAD": configuration.queue.dead,
+                "STORAGE_KIND": "none", "FETCH_ALLOW_PRIVATE_NETWORKS": "true", "LOG_LEVEL": "warning",
+                "HTTP_PORT": String(options.httpPort), "HTTP_HOST": "127.0.0.1",
+            ].merging(settings) { $1 }
+        ) { $1 }
         process.environment = environment
         let logPath = options.workDir + "/worker-\(options.scenario.name).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
@@ -149,13 +169,17 @@ struct OriginScenarios {
 
     /// Publishes `jobs` with confirms, then waits for a result for every id in `ids`; the seconds
     /// from the first publish.
-    private func publishAndWait(_ configuration: WorkerConfiguration, _ jobs: [(String, String)], results: IDCollector,
-                                until ids: Set<String>) throws -> Double {
+    private func publishAndWait(
+        _ configuration: WorkerConfiguration, _ jobs: [(String, String)], results: IDCollector,
+        until ids: Set<String>
+    ) throws -> Double {
         let start = Date()
         let publisher = try JobPublisher(configuration: configuration, logger: quietLogger("bench.publisher"))
         let confirmed = publisher.publish(bodies: jobs.lazy.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
         publisher.close()
-        guard confirmed == jobs.count else { throw BenchError("only \(confirmed) of \(jobs.count) jobs were confirmed") }
+        guard confirmed == jobs.count else {
+            throw BenchError("only \(confirmed) of \(jobs.count) jobs were confirmed")
+        }
         try wait(results, until: ids, since: start)
         return Date().timeIntervalSince(start)
     }
@@ -186,16 +210,22 @@ struct OriginScenarios {
         print("")
         print("== \(scenario.name): \(scenario.title)")
         for figure in figures {
-            print("   \(figure.name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(figure.value)  [target \(figure.target): \(figure.met)]")
+            print(
+                "   \(figure.name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(figure.value)  [target \(figure.target): \(figure.met)]"
+            )
         }
         if let rowsFile = options.rowsFile {
-            let rows = figures.map { [scenario.name, $0.name, $0.value, $0.target, $0.met].joined(separator: "\t") + "\n" }.joined()
+            let rows = figures.map {
+                [scenario.name, $0.name, $0.value, $0.target, $0.met].joined(separator: "\t") + "\n"
+            }.joined()
             try? rows.write(toFile: rowsFile, atomically: true, encoding: .utf8)
         }
         if let markdownFile = options.markdownFile {
             var md = "### \(scenario.name): \(scenario.title)\n\n"
-            md += "Measured \(ISO8601DateFormatter().string(from: Date())) with `\(options.command)`, worker `\(options.worker)`; "
-            md += "load average \(ProcStats.loadAverage()) at the end.\n\n| figure | value | target | met |\n|---|---|---|---|\n"
+            md +=
+                "Measured \(ISO8601DateFormatter().string(from: Date())) with `\(options.command)`, worker `\(options.worker)`; "
+            md +=
+                "load average \(ProcStats.loadAverage()) at the end.\n\n| figure | value | target | met |\n|---|---|---|---|\n"
             for figure in figures { md += "| \(figure.name) | \(figure.value) | \(figure.target) | \(figure.met) |\n" }
             try? (md + "\n").write(toFile: markdownFile, atomically: true, encoding: .utf8)
         }
@@ -215,7 +245,8 @@ final class IDCollector: BrokerSessionDelegate, @unchecked Sendable {
     func session(_ session: BrokerSession, didReceive delivery: Delivery) {
         session.ackOnQueue(delivery)
         guard let object = try? JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any],
-              let id = object["id"] as? String else { return }
+            let id = object["id"] as? String
+        else { return }
         let status = object["status"] as? String ?? "?"
         statuses.withLock { $0[id] = status }
     }

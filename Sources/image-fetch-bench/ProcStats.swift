@@ -1,10 +1,11 @@
+import Foundation
+import ImageFetchWorker
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
-import ImageFetchWorker
 
 /// Readings from /proc for one process (Linux only).
 enum ProcStats {
@@ -15,7 +16,8 @@ enum ProcStats {
     static func cpuSeconds(pid: Int32) -> Double? {
         // utime (field 14) and stime (field 15).
         guard let fields = statFields(pid: pid), fields.count > 12,
-              let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+            let user = Double(fields[11]), let system = Double(fields[12])
+        else { return nil }
         return (user + system) / ticksPerSecond
     }
 
@@ -49,9 +51,13 @@ enum ProcStats {
         guard let text = read("/proc/\(pid)/status") else { return nil }
         var status = Status()
         for line in text.split(separator: "\n") {
-            if line.hasPrefix("VmRSS:") { status.rss = kilobytes(line) * 1024 }
-            else if line.hasPrefix("VmHWM:") { status.hwm = kilobytes(line) * 1024 }
-            else if line.hasPrefix("Threads:") { status.threads = Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0 }
+            if line.hasPrefix("VmRSS:") {
+                status.rss = kilobytes(line) * 1024
+            } else if line.hasPrefix("VmHWM:") {
+                status.hwm = kilobytes(line) * 1024
+            } else if line.hasPrefix("Threads:") {
+                status.threads = Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+            }
         }
         return status
     }
@@ -73,7 +79,9 @@ enum ProcStats {
     }
 
     private static func kilobytes(_ line: Substring) -> Int {
-        Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty }.map { $0.trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
+        Int(
+            line.split(separator: " ").dropFirst().first { !$0.isEmpty }.map { $0.trimmingCharacters(in: .whitespaces) }
+                ?? "") ?? 0
     }
 
     /// Reads a small file whole (files in /proc report size 0, so read until EOF).
@@ -95,7 +103,9 @@ enum LocalHTTP {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else { return nil }
         let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
@@ -124,8 +134,9 @@ struct Histogram {
         var byBound: [Double: Double] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix(name + "_bucket") {
             guard let leRange = line.range(of: "le=\""),
-                  let end = line[leRange.upperBound...].firstIndex(of: "\""),
-                  let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+                let end = line[leRange.upperBound...].firstIndex(of: "\""),
+                let value = line.split(separator: " ").last.flatMap({ Double($0) })
+            else { continue }
             let bound = String(line[leRange.upperBound..<end])
             let le = bound == "+Inf" ? Double.infinity : Double(bound) ?? .nan
             byBound[le, default: 0] += value

@@ -16,26 +16,34 @@ extension Runner {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         print("")
         print("== \(scenario.name): \(scenario.title)")
-        print("   \(cores) cores; load average \(loadAtStart) at start, \(loadAtEnd) at end; \(jobs) jobs (\(warmup) warm-up)")
+        print(
+            "   \(cores) cores; load average \(loadAtStart) at start, \(loadAtEnd) at end; \(jobs) jobs (\(warmup) warm-up)"
+        )
         for figure in figures {
-            print("   \(figure.name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(figure.value)  [target \(figure.target): \(figure.met)]")
+            print(
+                "   \(figure.name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(figure.value)  [target \(figure.target): \(figure.met)]"
+            )
         }
         for note in notes { print("   \(note)") }
 
         if let rowsFile = options.rowsFile {
             var rows = ""
             for figure in figures {
-                rows += [scenario.name, figure.name, figure.value, figure.target, figure.met].joined(separator: "\t") + "\n"
+                rows +=
+                    [scenario.name, figure.name, figure.value, figure.target, figure.met].joined(separator: "\t") + "\n"
             }
             append(rows, to: rowsFile)
         }
         if let markdownFile = options.markdownFile {
             var md = "### \(scenario.name): \(scenario.title)\n\n"
-            md += "Measured \(date) with `\(options.command)`: \(grouped(Double(jobs))) jobs, the first \(grouped(Double(warmup))) a warm-up that is not counted. "
-            md += "\(cores) cores; load average (1, 5, 15 min) \(loadAtStart) at the start, \(loadAtEnd) at the end.\n\n"
+            md +=
+                "Measured \(date) with `\(options.command)`: \(grouped(Double(jobs))) jobs, the first \(grouped(Double(warmup))) a warm-up that is not counted. "
+            md +=
+                "\(cores) cores; load average (1, 5, 15 min) \(loadAtStart) at the start, \(loadAtEnd) at the end.\n\n"
             md += "| figure | value | target | met |\n|---|---|---|---|\n"
             for figure in figures {
-                md += "| \(figure.name) | \(figure.value.replacingOccurrences(of: "|", with: "\\|")) | \(figure.target) | \(figure.met) |\n"
+                md +=
+                    "| \(figure.name) | \(figure.value.replacingOccurrences(of: "|", with: "\\|")) | \(figure.target) | \(figure.met) |\n"
             }
             md += "\n"
             for note in notes { md += "\(note)\n" }

@@ -34,8 +34,10 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
     private let tally: Mutex<Tally>
     private var session: BrokerSession?
 
-    init(configuration: WorkerConfiguration, total: Int, warmup: Int, idPrefix: String,
-         onMark: @escaping @Sendable (Mark) -> Void) throws {
+    init(
+        configuration: WorkerConfiguration, total: Int, warmup: Int, idPrefix: String,
+        onMark: @escaping @Sendable (Mark) -> Void
+    ) throws {
         self.total = total
         self.warmup = warmup
         self.idPrefix = Array(idPrefix.utf8)
@@ -128,7 +130,9 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
 
     /// The characters after `key` up to the next quote.
     private static func string(in body: [UInt8], after key: [UInt8]) -> String? {
-        guard let start = find(body, key), let end = body[start...].firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+        guard let start = find(body, key), let end = body[start...].firstIndex(of: UInt8(ascii: "\"")) else {
+            return nil
+        }
         return String(decoding: body[start..<end], as: UTF8.self)
     }
 
@@ -150,7 +154,9 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
 }
 
 /// A session that consumes the run's results queue (declared by the publisher) for `delegate`.
-func startResultsConsumer(_ configuration: WorkerConfiguration, delegate: any BrokerSessionDelegate) throws -> BrokerSession {
+func startResultsConsumer(
+    _ configuration: WorkerConfiguration, delegate: any BrokerSessionDelegate
+) throws -> BrokerSession {
     var consumer = configuration
     consumer.queue.jobs = configuration.queue.results
     consumer.queue.declare = false

@@ -3,8 +3,10 @@ import Foundation
 /// The internet scenario's own figures (issue 31): the rate against Little's law, deferrals, and
 /// the outcomes against what the origins were set to answer.
 extension Runner {
-    func internetRate(rate: Double, cpuMicros: Double, jobs: InternetJobs, counted: Range<Int>,
-                      endMetrics: String?) -> [Figure] {
+    func internetRate(
+        rate: Double, cpuMicros: Double, jobs: InternetJobs, counted: Range<Int>,
+        endMetrics: String?
+    ) -> [Figure] {
         let concurrency = options.scenario.concurrency
         let delay = jobs.meanDelay(counted)
         let ideal = Double(concurrency) / max(delay, 0.001)
@@ -12,9 +14,11 @@ extension Runner {
         let targeted = !options.scenario.runsAYardstick && concurrency == 64
         var figures = [
             Figure(name: "messages/s", value: grouped(rate)),
-            Figure(name: "of Little's law (\(concurrency) ÷ \(String(format: "%.1f", delay * 1000)) ms = \(grouped(ideal))/s)",
-                   value: String(format: "%.1f %%", reached),
-                   target: targeted ? "≥ 90 % (#31)" : "—", met: targeted ? yes(reached >= 90) : "—"),
+            Figure(
+                name:
+                    "of Little's law (\(concurrency) ÷ \(String(format: "%.1f", delay * 1000)) ms = \(grouped(ideal))/s)",
+                value: String(format: "%.1f %%", reached),
+                target: targeted ? "≥ 90 % (#31)" : "—", met: targeted ? yes(reached >= 90) : "—"),
             Figure(name: "worker CPU µs/message", value: String(format: "%.1f", cpuMicros)),
         ]
         if let endMetrics {
@@ -23,9 +27,11 @@ extension Runner {
                 $0.hasPrefix("image_fetch_deferrals_total ") || $0.hasPrefix("image_fetch_deferrals_total{")
             }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
             let perHundred = deferrals / Double(options.jobs) * 100
-            figures.append(Figure(name: "deferrals (whole run, /metrics)",
-                                  value: "\(grouped(deferrals)) (\(String(format: "%.1f", perHundred)) per 100 jobs)",
-                                  target: "≤ 1 per 100 jobs (#31)", met: yes(perHundred <= 1)))
+            figures.append(
+                Figure(
+                    name: "deferrals (whole run, /metrics)",
+                    value: "\(grouped(deferrals)) (\(String(format: "%.1f", perHundred)) per 100 jobs)",
+                    target: "≤ 1 per 100 jobs (#31)", met: yes(perHundred <= 1)))
         }
         return figures
     }
@@ -42,15 +48,19 @@ extension Runner {
         let pages = kinds["html", default: 0], cut = kinds["cut", default: 0]
         let listed = ["ok": final.ok].merging(codes) { $0 + $1 }.sorted { $0.value > $1.value }
             .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        let expected = final.ok >= images && final.ok <= images + cut && codes["http_error", default: 0] == missing
+        let expected =
+            final.ok >= images && final.ok <= images + cut && codes["http_error", default: 0] == missing
             && codes["not_an_image", default: 0] == pages
         return [
-            Figure(name: "results",
-                   value: "\(final.distinct) of \(run.jobs), \(final.duplicates) duplicate; jobs left \(run.leftover.map(String.init) ?? "?"); exit \(run.exitStatus) after SIGTERM in \(String(format: "%.2f", run.drainSeconds)) s",
-                   target: "one per job, exit 0", met: yes(complete)),
-            Figure(name: "outcomes", value: listed,
-                   target: "ok \(images) (+ up to \(cut) cut JPEGs), http_error \(missing), not_an_image \(pages)",
-                   met: yes(expected)),
+            Figure(
+                name: "results",
+                value:
+                    "\(final.distinct) of \(run.jobs), \(final.duplicates) duplicate; jobs left \(run.leftover.map(String.init) ?? "?"); exit \(run.exitStatus) after SIGTERM in \(String(format: "%.2f", run.drainSeconds)) s",
+                target: "one per job, exit 0", met: yes(complete)),
+            Figure(
+                name: "outcomes", value: listed,
+                target: "ok \(images) (+ up to \(cut) cut JPEGs), http_error \(missing), not_an_image \(pages)",
+                met: yes(expected)),
         ]
     }
 }

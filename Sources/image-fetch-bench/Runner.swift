@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import Foundation
 import ImageFetchWorker
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `run` is told by scripts/bench.sh.
 struct RunOptions {
@@ -73,12 +74,13 @@ final class Runner: @unchecked Sendable {
 
     private func reading() -> Reading {
         let pid = workerPID.load(ordering: .relaxed)
-        return Reading(time: DispatchTime.now().uptimeNanoseconds,
-                       workerCPU: ProcStats.cpuSeconds(pid: pid) ?? 0,
-                       workerFaults: ProcStats.minorFaults(pid: pid) ?? 0,
-                       watchedCPU: options.watch.map { ProcStats.cpuSeconds(pids: $0.pids) },
-                       driverCPU: ProcStats.cpuSeconds(pid: getpid()) ?? 0,
-                       machine: ProcStats.machineTicks())
+        return Reading(
+            time: DispatchTime.now().uptimeNanoseconds,
+            workerCPU: ProcStats.cpuSeconds(pid: pid) ?? 0,
+            workerFaults: ProcStats.minorFaults(pid: pid) ?? 0,
+            watchedCPU: options.watch.map { ProcStats.cpuSeconds(pids: $0.pids) },
+            driverCPU: ProcStats.cpuSeconds(pid: getpid()) ?? 0,
+            machine: ProcStats.machineTicks())
     }
 
     /// Runs the scenario; returns the process exit status for the driver.
@@ -107,8 +109,9 @@ final class Runner: @unchecked Sendable {
             guard let body = FileManager.default.contents(atPath: options.png) else {
                 throw BenchError("cannot read the PNG \(options.png)")
             }
-            let origin = try SlowOrigin.start(delayMilliseconds: Scenario.slowDelayMilliseconds, body: Array(body),
-                                              contentType: "image/png")
+            let origin = try SlowOrigin.start(
+                delayMilliseconds: Scenario.slowDelayMilliseconds, body: Array(body),
+                contentType: "image/png")
             slowOrigin = origin
             url = "http://127.0.0.1:\(origin.port)/slow.png"
         }
@@ -128,15 +131,21 @@ final class Runner: @unchecked Sendable {
         // The same job each time (distinct ids); with newFilePerJob each names its own storage key.
         let newFiles = scenario.newFilePerJob
         let urls = internetJobs?.urls
-        let confirmed = publisher.publish(bodies: (0..<jobs).lazy.map {
-            JobPublisher.jobBody(id: prefix + String($0), url: urls?[$0] ?? url,
-                                 key: newFiles ? "bench/\(runID)/\($0 / 1000)/\($0)" : nil)
-        })
+        let confirmed = publisher.publish(
+            bodies: (0..<jobs).lazy.map {
+                JobPublisher.jobBody(
+                    id: prefix + String($0), url: urls?[$0] ?? url,
+                    key: newFiles ? "bench/\(runID)/\($0 / 1000)/\($0)" : nil)
+            })
         publisher.close()
         let publishSeconds = Double(DispatchTime.now().uptimeNanoseconds - publishStart) / 1e9
-        guard confirmed == jobs else { throw BenchError("only \(confirmed) of \(jobs) jobs were confirmed by the broker") }
-        log(String(format: "published and confirmed in %.1f s (%.0f/s); warm-up %d jobs, then %d counted",
-                   publishSeconds, Double(jobs) / publishSeconds, warmup, jobs - warmup))
+        guard confirmed == jobs else {
+            throw BenchError("only \(confirmed) of \(jobs) jobs were confirmed by the broker")
+        }
+        log(
+            String(
+                format: "published and confirmed in %.1f s (%.0f/s); warm-up %d jobs, then %d counted",
+                publishSeconds, Double(jobs) / publishSeconds, warmup, jobs - warmup))
 
         let mark: @Sendable (ResultCounter.Mark) -> Void = { [self] mark in
             var now = reading()
@@ -156,7 +165,8 @@ final class Runner: @unchecked Sendable {
         let polled = SharedCount()
         var counter: ResultCounter?
         if options.consumeDuringRun {
-            counter = try ResultCounter(configuration: configuration, total: jobs, warmup: warmup, idPrefix: prefix, onMark: mark)
+            counter = try ResultCounter(
+                configuration: configuration, total: jobs, warmup: warmup, idPrefix: prefix, onMark: mark)
         } else {
             try startPoller(configuration: configuration, jobs: jobs, warmup: warmup, polled: polled, mark: mark)
         }
@@ -171,7 +181,9 @@ final class Runner: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: options.worker)
         process.arguments = ["run"]
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("AMQP_") && !$0.key.hasPrefix("QUEUE_") }
+        var environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("AMQP_") && !$0.key.hasPrefix("QUEUE_")
+        }
         environment.merge([
             "AMQP_URL": options.amqpURL,
             "QUEUE_JOBS": configuration.queue.jobs,
@@ -214,7 +226,9 @@ final class Runner: @unchecked Sendable {
             if Date().timeIntervalSince(lastReport) >= 10 {
                 lastReport = Date()
                 let rss = samples.withLock { $0.maxRSS }
-                let detail = counter.map { ", \($0.snapshot.failed) failed, \($0.snapshot.duplicates) duplicates" } ?? " (queue depth)"
+                let detail =
+                    counter.map { ", \($0.snapshot.failed) failed, \($0.snapshot.duplicates) duplicates" }
+                    ?? " (queue depth)"
                 log("\(now)/\(jobs) results\(detail), peak RSS \(rss / 1_048_576) MB")
             }
             if !process.isRunning {
@@ -235,7 +249,11 @@ final class Runner: @unchecked Sendable {
         if let failure {
             log(failure)
             if let depth = try? QueueDepth.sample(configuration) {
-                for row in depth { log("  queue \(row.queue): ready \(row.ready.map(String.init) ?? "-"), consumers \(row.consumers.map(String.init) ?? "-")") }
+                for row in depth {
+                    log(
+                        "  queue \(row.queue): ready \(row.ready.map(String.init) ?? "-"), consumers \(row.consumers.map(String.init) ?? "-")"
+                    )
+                }
             }
             if let originStats { log("  slow origin: \(originStats)") }
             if let status { log("  worker: RSS \(status.rss / 1_048_576) MB, threads \(status.threads)") }
@@ -265,7 +283,9 @@ final class Runner: @unchecked Sendable {
         usleep(300_000)
         if counter == nil {
             // Polling mode: now read every result (not timed) for the checks and the durations.
-            let late = try ResultCounter(configuration: configuration, total: jobs, warmup: warmup, idPrefix: prefix) { _ in }
+            let late = try ResultCounter(configuration: configuration, total: jobs, warmup: warmup, idPrefix: prefix) {
+                _ in
+            }
             counter = late
             let deadline = Date().addingTimeInterval(60)
             while late.snapshot.distinct < jobs, Date() < deadline { usleep(50_000) }
@@ -275,21 +295,26 @@ final class Runner: @unchecked Sendable {
         let final = results.snapshot
         let leftover = (try? QueueDepth.sample(configuration))?.first?.ready ?? nil
 
-        let (figures, notes) = self.figures(of: RunMeasurements(
-            jobs: jobs, warmup: warmup, results: results, final: final, leftover: leftover, failure: failure,
-            exitStatus: exitStatus, drainSeconds: drainSeconds, workerStatus: status, endMetrics: endMetrics,
-            originStats: originStats, publishSeconds: publishSeconds, started: started, internetJobs: internetJobs))
+        let (figures, notes) = self.figures(
+            of: RunMeasurements(
+                jobs: jobs, warmup: warmup, results: results, final: final, leftover: leftover, failure: failure,
+                exitStatus: exitStatus, drainSeconds: drainSeconds, workerStatus: status, endMetrics: endMetrics,
+                originStats: originStats, publishSeconds: publishSeconds, started: started, internetJobs: internetJobs))
         let loadAtEnd = ProcStats.loadAverage()
-        report(figures: figures, notes: notes, jobs: jobs, warmup: warmup, loadAtStart: loadAtStart, loadAtEnd: loadAtEnd)
+        report(
+            figures: figures, notes: notes, jobs: jobs, warmup: warmup, loadAtStart: loadAtStart, loadAtEnd: loadAtEnd)
         return failure == nil && exitStatus == 0 ? 0 : 1
     }
 
     /// Polls the results queue's depth every 20 ms on a connection of its own, and marks the
     /// warm-up boundary and the end by it (the `--results after` mode).
-    private func startPoller(configuration: WorkerConfiguration, jobs: Int, warmup: Int, polled: SharedCount,
-                             mark: @escaping @Sendable (ResultCounter.Mark) -> Void) throws {
+    private func startPoller(
+        configuration: WorkerConfiguration, jobs: Int, warmup: Int, polled: SharedCount,
+        mark: @escaping @Sendable (ResultCounter.Mark) -> Void
+    ) throws {
         let connection = try AMQPConnection()
-        try connection.open(url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "bench results poller")
+        try connection.open(
+            url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "bench results poller")
         try connection.openChannel(1)
         let queue = configuration.queue.results
         let box = UncheckedBox(connection)

@@ -24,7 +24,10 @@ final class SlowOrigin: Sendable {
         func begin() -> Bool {
             state.withLock {
                 $0.requests += 1
-                guard $0.inFlight < capacity else { $0.refused += 1; return false }
+                guard $0.inFlight < capacity else {
+                    $0.refused += 1
+                    return false
+                }
                 $0.inFlight += 1
                 $0.maxInFlight = max($0.maxInFlight, $0.inFlight)
                 return true
@@ -32,7 +35,9 @@ final class SlowOrigin: Sendable {
         }
         func end() { state.withLock { $0.inFlight -= 1 } }
         func connected() { state.withLock { $0.connections += 1 } }
-        var snapshot: (requests: Int, inFlight: Int, maxInFlight: Int, connections: Int, refused: Int) { state.withLock { $0 } }
+        var snapshot: (requests: Int, inFlight: Int, maxInFlight: Int, connections: Int, refused: Int) {
+            state.withLock { $0 }
+        }
     }
 
     private init(port: Int, group: MultiThreadedEventLoopGroup, channel: any Channel, counters: Counters) {
@@ -42,8 +47,10 @@ final class SlowOrigin: Sendable {
         self.counters = counters
     }
 
-    static func start(host: String = "127.0.0.1", port: Int = 0, delayMilliseconds: Int64, body: [UInt8], contentType: String,
-                      capacity: Int = .max, retryAfter: String? = nil) throws -> SlowOrigin {
+    static func start(
+        host: String = "127.0.0.1", port: Int = 0, delayMilliseconds: Int64, body: [UInt8], contentType: String,
+        capacity: Int = .max, retryAfter: String? = nil
+    ) throws -> SlowOrigin {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let counters = Counters(capacity: capacity)
         let payload = ByteBuffer(bytes: body)
@@ -56,8 +63,9 @@ final class SlowOrigin: Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
-                        DelayedHandler(delay: .milliseconds(delayMilliseconds), payload: payload,
-                                       contentType: contentType, retryAfter: retryAfter, counters: counters))
+                        DelayedHandler(
+                            delay: .milliseconds(delayMilliseconds), payload: payload,
+                            contentType: contentType, retryAfter: retryAfter, counters: counters))
                 }
             }
             .bind(host: host, port: port)
@@ -85,7 +93,9 @@ private final class DelayedHandler: ChannelInboundHandler {
     private var active = true
     private var keepAlive = true
 
-    init(delay: TimeAmount, payload: ByteBuffer, contentType: String, retryAfter: String?, counters: SlowOrigin.Counters) {
+    init(
+        delay: TimeAmount, payload: ByteBuffer, contentType: String, retryAfter: String?, counters: SlowOrigin.Counters
+    ) {
         self.delay = delay
         self.payload = payload
         self.counters = counters
@@ -107,8 +117,12 @@ private final class DelayedHandler: ChannelInboundHandler {
             break
         case .end:
             guard counters.begin() else {
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .tooManyRequests,
-                                                                     headers: refusal))), promise: nil)
+                context.write(
+                    wrapOutboundOut(
+                        .head(
+                            HTTPResponseHead(
+                                version: .http1_1, status: .tooManyRequests,
+                                headers: refusal))), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                 return
             }
@@ -118,8 +132,9 @@ private final class DelayedHandler: ChannelInboundHandler {
                 guard self.active else { return }
                 var headers = self.headers
                 if !keepAlive { headers.add(name: "Connection", value: "close") }
-                context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
-                              promise: nil)
+                context.write(
+                    self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
+                    promise: nil)
                 context.write(self.wrapOutboundOut(.body(.byteBuffer(self.payload))), promise: nil)
                 let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
                 if !keepAlive { done.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }

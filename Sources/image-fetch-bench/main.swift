@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 // The end-to-end benchmark driver that scripts/bench.sh runs. See that script for the whole setup
 // (RabbitMQ, nginx, the release build); this program publishes the jobs, runs the slow origin,
@@ -65,7 +66,9 @@ case "origin":
 
 case "run":
     guard arguments.count >= 3, let scenario = Scenario.named(arguments[2]) else {
-        fail("usage: image-fetch-bench run SCENARIO [options]; scenarios: \(Scenario.all.map(\.name).joined(separator: ", "))")
+        fail(
+            "usage: image-fetch-bench run SCENARIO [options]; scenarios: \(Scenario.all.map(\.name).joined(separator: ", "))"
+        )
     }
     var run = RunOptions(scenario: scenario, jobs: scenario.defaultJobs)
     for (key, value) in options(arguments.dropFirst(3)) {

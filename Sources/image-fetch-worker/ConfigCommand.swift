@@ -16,7 +16,8 @@ struct Config: ParsableCommand {
 
     func run() throws {
         do {
-            let resolved = try ConfigurationLoader.resolve(arguments: settings, environment: ProcessInfo.processInfo.environment)
+            let resolved = try ConfigurationLoader.resolve(
+                arguments: settings, environment: ProcessInfo.processInfo.environment)
             print(ConfigurationHelp.report(resolved))
         } catch {
             FileHandle.standardError.write(Data("\(error)\n".utf8))

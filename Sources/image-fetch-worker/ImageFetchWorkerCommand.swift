@@ -82,8 +82,9 @@ struct Depth: ParsableCommand {
     @Option(name: .customLong("max-ready"), help: "Exit 1 when a queue holds more than N ready messages.")
     var maxReady: Int?
 
-    @Option(name: .customLong("management-url"),
-            help: "RabbitMQ management API base URL, e.g. http://user:password@rabbitmq:15672.")
+    @Option(
+        name: .customLong("management-url"),
+        help: "RabbitMQ management API base URL, e.g. http://user:password@rabbitmq:15672.")
     var managementURL: String?
 
     @Argument(parsing: .allUnrecognized, help: "Configuration flags.")
@@ -104,8 +105,9 @@ struct Depth: ParsableCommand {
         }
         if let managementURL {
             do {
-                let api = try ManagementAPI(url: managementURL, fallback: configuration.amqp.urls[0],
-                                            fetch: configuration.fetch)
+                let api = try ManagementAPI(
+                    url: managementURL, fallback: configuration.amqp.urls[0],
+                    fetch: configuration.fetch)
                 rows = try QueueDepth.addManagementStats(rows, api: api, configuration: configuration)
             } catch {
                 FileHandle.standardError.write(Data("cannot read the management API: \(error)\n".utf8))

@@ -97,7 +97,8 @@ struct Publish: ParsableCommand {
         LoggingSetup.bootstrap(configuration.log)
         let bodies = urls.map { JobPublisher.jobBody(id: id ?? UUID().uuidString.lowercased(), url: $0, key: key) }
         do {
-            let publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "image-fetch-worker.publish"))
+            let publisher = try JobPublisher(
+                configuration: configuration, logger: Logger(label: "image-fetch-worker.publish"))
             let confirmed = publisher.publish(bodies: bodies, properties: properties)
             publisher.close()
             print("\(confirmed) of \(urls.count) jobs confirmed on \(configuration.queue.jobs)")
@@ -153,8 +154,9 @@ struct Publish: ParsableCommand {
             maxLines: maxLines)
         let publisher: JobPublisher
         do {
-            publisher = try JobPublisher(configuration: configuration,
-                                         logger: Logger(label: "image-fetch-worker.publish"))
+            publisher = try JobPublisher(
+                configuration: configuration,
+                logger: Logger(label: "image-fetch-worker.publish"))
         } catch {
             FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
             throw ExitCode(1)
@@ -166,7 +168,8 @@ struct Publish: ParsableCommand {
             throw ExitCode(66)
         }
         publisher.close()
-        var text = "\(input): \(summary.sent) sent, \(summary.confirmed) confirmed, \(summary.invalid) invalid, "
+        var text =
+            "\(input): \(summary.sent) sent, \(summary.confirmed) confirmed, \(summary.invalid) invalid, "
             + "\(summary.skipped) skipped on \(configuration.queue.jobs)"
         if let progressPath { text += "; every line through \(summary.confirmedThrough) is done (\(progressPath))" }
         print(text)

@@ -96,8 +96,9 @@ struct JSONLPublishRun {
             case .oversized(_, let length):
                 summary.invalid += 1
                 shared.withLock { $0.prefix.passed(number) }
-                progress.report("line \(number): \(JobError.Code.jobTooLarge): the line is \(length) bytes or more, "
-                                + "over queue.max_job_bytes (\(maxLineBytes))")
+                progress.report(
+                    "line \(number): \(JobError.Code.jobTooLarge): the line is \(length) bytes or more, "
+                        + "over queue.max_job_bytes (\(maxLineBytes))")
             case .text(_, let bytes):
                 let freshID = UUID().uuidString.lowercased()
                 switch JobLineCheck.check(bytes, allowedHeaders: allowedHeaders, freshID: freshID) {

@@ -22,7 +22,9 @@ struct Redrive: ParsableCommand {
     @Option(help: "Move at most N messages.")
     var limit: Int?
 
-    @Option(name: .customLong("older-than"), help: "Only jobs older than this, like 30m, 2h or 1d (age from the message's timestamp).")
+    @Option(
+        name: .customLong("older-than"),
+        help: "Only jobs older than this, like 30m, 2h or 1d (age from the message's timestamp).")
     var olderThan: String?
 
     @Flag(name: .customLong("dry-run"), help: "Print what would move, and move nothing.")
@@ -45,13 +47,18 @@ struct Redrive: ParsableCommand {
     func run() throws {
         let configuration = loadConfiguration(settings)
         let policy = RedrivePolicy(code: code, olderThan: olderThan.flatMap(ConfigurationLoader.duration), limit: limit)
-        let redrive = DeadLetterRedrive(configuration: configuration, policy: policy, dryRun: dryRun, batchSize: batchSize)
+        let redrive = DeadLetterRedrive(
+            configuration: configuration, policy: policy, dryRun: dryRun, batchSize: batchSize)
         let verb = dryRun ? "would move" : "moved"
         do {
             let summary = try redrive.run { entry in
-                print("\(verb) \(entry.id ?? "(no id)") code=\(entry.code ?? "-") attempt=\(entry.attempt.map(String.init) ?? "-")")
+                print(
+                    "\(verb) \(entry.id ?? "(no id)") code=\(entry.code ?? "-") attempt=\(entry.attempt.map(String.init) ?? "-")"
+                )
             }
-            print("\(summary.moved) of \(summary.scanned) dead letters \(verb) from \(configuration.queue.dead) to \(configuration.queue.jobs)")
+            print(
+                "\(summary.moved) of \(summary.scanned) dead letters \(verb) from \(configuration.queue.dead) to \(configuration.queue.jobs)"
+            )
         } catch {
             FileHandle.standardError.write(Data("cannot redrive: \(error)\n".utf8))
             throw ExitCode(1)

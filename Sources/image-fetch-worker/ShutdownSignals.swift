@@ -24,8 +24,12 @@ final class ShutdownSignals: @unchecked Sendable {
                     exit(128 + signo)
                 }
                 draining = true
-                logger.info("signal received: draining", metadata: ["signal": "\(signo == SIGTERM ? "SIGTERM" : "SIGINT")"])
-                worker.shutdown { status in TracingSetup.flush(); exit(status) }
+                logger.info(
+                    "signal received: draining", metadata: ["signal": "\(signo == SIGTERM ? "SIGTERM" : "SIGINT")"])
+                worker.shutdown { status in
+                    TracingSetup.flush()
+                    exit(status)
+                }
             }
             source.resume()
             sources.append(source)

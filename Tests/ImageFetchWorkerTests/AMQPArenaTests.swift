@@ -1,5 +1,6 @@
 import CRabbitMQ
 import Testing
+
 @_spi(Benchmarks) @testable import ImageFetchWorker
 
 @Suite struct AMQPArenaTests {
@@ -38,7 +39,8 @@ import Testing
     @Test func aTableLargerThanAChunkAndReuseAfterReset() {
         var large: [String: AMQPFieldValue] = [:]
         for index in 0..<300 {
-            large["key-\(index)"] = index % 3 == 0 ? .int(Int64(index)) : .string(String(repeating: "v", count: index % 37))
+            large["key-\(index)"] =
+                index % 3 == 0 ? .int(Int64(index)) : .string(String(repeating: "v", count: index % 37))
         }
         let arena = AMQPArena()
         for _ in 0..<3 {
@@ -84,7 +86,8 @@ import Testing
             var encoded = properties.encode(in: arena)
             let bound = arena.bytesHandedOut + 20
             let size = scratch.withUnsafeMutableBytes { buffer in
-                amqp_encode_properties(UInt16(AMQP_BASIC_CLASS), &encoded, amqp_bytes_t(len: buffer.count, bytes: buffer.baseAddress))
+                amqp_encode_properties(
+                    UInt16(AMQP_BASIC_CLASS), &encoded, amqp_bytes_t(len: buffer.count, bytes: buffer.baseAddress))
             }
             #expect(size > 0 && Int(size) <= bound, "\(shape.count) entries: \(size) bytes encoded, bound \(bound)")
         }

@@ -27,7 +27,10 @@ import Testing
         (.timestamp(1_700_000_000), [0x54, 0x00, 0x00, 0x00, 0x00, 0x65, 0x53, 0xF1, 0x00]),
         (.void, [0x56]),
         (.table(["k": .int8(1)]), [0x46, 0x00, 0x00, 0x00, 0x04, 0x01, 0x6B, 0x62, 0x01]),
-        (.array([.uint8(1), .string("a")]), [0x41, 0x00, 0x00, 0x00, 0x08, 0x42, 0x01, 0x53, 0x00, 0x00, 0x00, 0x01, 0x61]),
+        (
+            .array([.uint8(1), .string("a")]),
+            [0x41, 0x00, 0x00, 0x00, 0x08, 0x42, 0x01, 0x53, 0x00, 0x00, 0x00, 0x01, 0x61]
+        ),
     ]
 
     /// Encodes a table with the worker's arena and rabbitmq-c's `amqp_encode_table`.
@@ -80,11 +83,17 @@ import Testing
         for (index, double) in doubles.enumerated() { table["d\(index)"] = .double(double) }
         let back = Self.wire(table).flatMap(Self.decoded) ?? [:]
         for (index, float) in floats.enumerated() {
-            guard case .float(let got) = back["f\(index)"] else { Issue.record("f\(index) lost its type"); continue }
+            guard case .float(let got) = back["f\(index)"] else {
+                Issue.record("f\(index) lost its type")
+                continue
+            }
             #expect(got.bitPattern == float.bitPattern)
         }
         for (index, double) in doubles.enumerated() {
-            guard case .double(let got) = back["d\(index)"] else { Issue.record("d\(index) lost its type"); continue }
+            guard case .double(let got) = back["d\(index)"] else {
+                Issue.record("d\(index) lost its type")
+                continue
+            }
             #expect(got.bitPattern == double.bitPattern)
         }
     }
@@ -106,9 +115,12 @@ import Testing
     @Test func anAddedHeaderJoinsOrReplacesTheTablesEntries() {
         let sequence: AMQPHeader = ("x-publish-seq", .int(7))
         #expect(Self.wire([:], adding: sequence).flatMap(Self.decoded) == ["x-publish-seq": .int(7)])
-        let headers: [String: AMQPFieldValue] = ["traceparent": .string("t"), "x-publish-seq": .int(1), "a": .bool(true)]
+        let headers: [String: AMQPFieldValue] = [
+            "traceparent": .string("t"), "x-publish-seq": .int(1), "a": .bool(true),
+        ]
         let wire = Self.wire(headers, adding: sequence)
-        #expect(wire.flatMap(Self.decoded) == ["traceparent": .string("t"), "x-publish-seq": .int(7), "a": .bool(true)])
+        #expect(
+            wire.flatMap(Self.decoded) == ["traceparent": .string("t"), "x-publish-seq": .int(7), "a": .bool(true)])
         var expected = headers
         expected["x-publish-seq"] = .int(7)
         #expect(wire == Self.wire(expected))

@@ -6,7 +6,10 @@ import Testing
 struct AMQPURLTests {
     @Test func parsesEveryPart() throws {
         let url = try AMQPURL(parsing: "amqp://alice:s%40cret@broker.example:5673/%2F")
-        #expect(url == AMQPURL(tls: false, host: "broker.example", port: 5673, user: "alice", password: "s@cret", vhost: "/"))
+        #expect(
+            url
+                == AMQPURL(
+                    tls: false, host: "broker.example", port: 5673, user: "alice", password: "s@cret", vhost: "/"))
     }
 
     @Test func defaultURLRoundTrips() throws {

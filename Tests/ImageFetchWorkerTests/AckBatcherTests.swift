@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct AckBatcherTests {
@@ -118,9 +119,10 @@ import Testing
         batcher.requestAck(4, now: 0)
         batcher.requestAck(5, now: 0)
         let forced = batcher.flush(now: 0, force: true)
-        #expect(forced == [
-            .init(tag: 2, multiple: false), .init(tag: 4, multiple: false), .init(tag: 5, multiple: false),
-        ])
+        #expect(
+            forced == [
+                .init(tag: 2, multiple: false), .init(tag: 4, multiple: false), .init(tag: 5, multiple: false),
+            ])
         #expect(batcher.pendingCount == 0)
     }
 
@@ -225,7 +227,8 @@ import Testing
                     nextTag += 1
                 case 4...6 where !open.isEmpty:
                     // Mostly the oldest finish first, sometimes a later one.
-                    let index = Int.random(in: 0..<10, using: &random) < 7 ? 0 : Int.random(in: 0..<open.count, using: &random)
+                    let index =
+                        Int.random(in: 0..<10, using: &random) < 7 ? 0 : Int.random(in: 0..<open.count, using: &random)
                     let tag = open.remove(at: index)
                     do {
                         let value = batcher.requestAck(tag, now: now)

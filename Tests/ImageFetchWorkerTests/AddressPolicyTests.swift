@@ -52,7 +52,8 @@ import Testing
         ("::", "unspecified"),
         ("::1", "loopback"),
         ("fe80::", "link-local"), ("fe80::1", "link-local"), ("febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "link-local"),
-        ("fc00::", "unique-local"), ("fd12:3456::1", "unique-local"), ("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "unique-local"),
+        ("fc00::", "unique-local"), ("fd12:3456::1", "unique-local"),
+        ("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "unique-local"),
         ("fec0::1", "site-local"), ("feff::1", "site-local"),
         ("ff00::", "multicast"), ("ff02::1", "multicast"), ("ff0e::1", "multicast"),
         ("2001:db8::", "documentation"), ("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "documentation"),
@@ -128,9 +129,10 @@ import Testing
 
     @Test func allowPrivateNetworksLiftsTheDenyList() throws {
         let open = AddressPolicy(allowPrivateNetworks: true, allowedNetworks: [])
-        for text in ["127.0.0.1", "10.0.0.1", "169.254.169.254", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1",
-            "0.0.0.0", "255.255.255.255", "2002:7f00:1::", "8.8.8.8"]
-        {
+        for text in [
+            "127.0.0.1", "10.0.0.1", "169.254.169.254", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1",
+            "0.0.0.0", "255.255.255.255", "2002:7f00:1::", "8.8.8.8",
+        ] {
             #expect(open.deniedClass(of: try ip(text)) == nil, "\(text)")
         }
     }

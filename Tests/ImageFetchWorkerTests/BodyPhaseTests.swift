@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// ``BodyPhase``, the state machine behind a transfer's write and header callbacks, driven

@@ -1,3 +1,9 @@
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import ImageFetchWorker
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,10 +11,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Dispatch
-import Synchronization
-import Testing
-@testable import ImageFetchWorker
 
 @Suite struct CompletionBatchTests {
     @Test func outsideABatchASignalActsAtOnce() {
@@ -93,11 +95,13 @@ private enum Thread {
         }
         var thread = pthread_t()
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
-        let status = pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
+        let status = pthread_create(
+            &thread, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, box)
         precondition(status == 0)
         pthread_detach(thread)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import ImageFetchWorker
 
 /// Conditional refetch, the pure parts: the job's validators, the request headers they become,
@@ -12,8 +13,10 @@ import Testing
     @Test func aJobCarriesItsValidators() throws {
         let sha = String(repeating: "AB", count: 32)
         // Quotes are escapes in JSON: the full decoder reads this body.
-        let quoted = try decode(#"{"id":"1","url":"https://a.example/x.png","etag":"W/\"v1\"","#
-                                + #""last_modified":"Sun, 06 Nov 1994 08:49:37 GMT","sha256":""# + sha + #""}"#).get()
+        let quoted = try decode(
+            #"{"id":"1","url":"https://a.example/x.png","etag":"W/\"v1\"","#
+                + #""last_modified":"Sun, 06 Nov 1994 08:49:37 GMT","sha256":""# + sha + #""}"#
+        ).get()
         #expect(quoted.etag == #"W/"v1""#)
         #expect(quoted.lastModified == "Sun, 06 Nov 1994 08:49:37 GMT")
         #expect(quoted.previousSHA256 == sha.lowercased())
@@ -50,9 +53,12 @@ import Testing
         let own = [HTTPHeaderField(name: "Referer", value: "r"), HTTPHeaderField(name: "if-none-match", value: "x")]
         #expect(CacheValidators.requestHeaders(own, etag: nil, lastModified: nil) == own)
         let headers = CacheValidators.requestHeaders(own, etag: "\"v\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
-        #expect(headers == [HTTPHeaderField(name: "Referer", value: "r"),
-                            HTTPHeaderField(name: "If-None-Match", value: "\"v\""),
-                            HTTPHeaderField(name: "If-Modified-Since", value: "Sun, 06 Nov 1994 08:49:37 GMT")])
+        #expect(
+            headers == [
+                HTTPHeaderField(name: "Referer", value: "r"),
+                HTTPHeaderField(name: "If-None-Match", value: "\"v\""),
+                HTTPHeaderField(name: "If-Modified-Since", value: "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ])
     }
 
     @Test func anOriginsValidatorIsKeptWholeOrDropped() {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The stdlib helpers that stand in for Foundation's string APIs at start-up.

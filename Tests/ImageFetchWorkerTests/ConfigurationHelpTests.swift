@@ -36,11 +36,15 @@ struct ConfigurationHelpTests {
         let secret = try TempConfigFile(contents: #"{"queue": {"type": "quorum"}}"#)
         let resolved = try ConfigurationLoader.resolve(
             arguments: ["--log-format", "json", "--config", secret.path],
-            environment: ["WORKER_CONCURRENCY": "8", "AMQP_URL": "amqp://app:hunter2@broker/",
-                          "STORAGE_KIND": "s3", "S3_BUCKET": "images", "AWS_ACCESS_KEY_ID": "AK",
-                          "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI", "S3_SESSION_TOKEN": "tok3n"])
+            environment: [
+                "WORKER_CONCURRENCY": "8", "AMQP_URL": "amqp://app:hunter2@broker/",
+                "STORAGE_KIND": "s3", "S3_BUCKET": "images", "AWS_ACCESS_KEY_ID": "AK",
+                "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI", "S3_SESSION_TOKEN": "tok3n",
+            ])
         let report = ConfigurationHelp.report(resolved)
-        let lines = report.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        let lines = report.split(separator: "\n").map {
+            $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        }
         #expect(lines.count == ConfigurationKey.all.count)
         func row(_ key: String) -> [String] { lines.first { $0.first == key } ?? [] }
         #expect(row("worker.concurrency") == ["worker.concurrency", "8", "env", "WORKER_CONCURRENCY"])
@@ -61,10 +65,11 @@ struct ConfigurationHelpTests {
             "--storage-fsync", "no", "--worker-concurrency=4", "--fetch-max_bytes", "9", "--config", "w.yaml",
             "--unknown", "http://a/4.png",
         ])
-        #expect(configuration == [
-            "--amqp-url", "amqp://u:p@h/", "--queue-declare", "--storage-fsync", "no", "--worker-concurrency=4",
-            "--fetch-max_bytes", "9", "--config", "w.yaml", "--unknown",
-        ])
+        #expect(
+            configuration == [
+                "--amqp-url", "amqp://u:p@h/", "--queue-declare", "--storage-fsync", "no", "--worker-concurrency=4",
+                "--fetch-max_bytes", "9", "--config", "w.yaml", "--unknown",
+            ])
         #expect(operands == ["http://a/1.png", "http://a/2.png", "http://a/3.png", "http://a/4.png"])
     }
 
@@ -74,8 +79,12 @@ struct ConfigurationHelpTests {
         #expect(license.contains("END OF TERMS AND CONDITIONS"))
         let changelog = try String(contentsOf: Self.root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
         #expect(changelog.contains("## [Unreleased]"))
-        let released = changelog.split(separator: "\n").first { $0.hasPrefix("## [") && !$0.hasPrefix("## [Unreleased]") }
-        #expect(released?.hasPrefix("## [\(BuildInfo.version)] - ") == true, "CHANGELOG.md's latest release is not \(BuildInfo.version)")
+        let released = changelog.split(separator: "\n").first {
+            $0.hasPrefix("## [") && !$0.hasPrefix("## [Unreleased]")
+        }
+        #expect(
+            released?.hasPrefix("## [\(BuildInfo.version)] - ") == true,
+            "CHANGELOG.md's latest release is not \(BuildInfo.version)")
         #expect(BuildInfo.description == "\(BuildInfo.version) (revision \(BuildInfo.revision))")
     }
 }

@@ -9,7 +9,8 @@ struct ConfigurationLoaderTests {
     final class TempFile {
         let path: String
         init(extension ext: String, contents: String) throws {
-            path = FileManager.default.temporaryDirectory
+            path =
+                FileManager.default.temporaryDirectory
                 .appendingPathComponent("config-test-\(UUID().uuidString).\(ext)").path
             try contents.write(toFile: path, atomically: true, encoding: .utf8)
         }
@@ -88,7 +89,8 @@ struct ConfigurationLoaderTests {
     @Test func jsonNumbersAndArrays() throws {
         let file = try TempFile(
             extension: "json",
-            contents: #"{"amqp": {"url": ["amqp://a/", "amqp://b/"], "heartbeat": 0}, "retry": {"delays": [5, 60]}, "storage": {"fsync": false}, "fetch": {"timeout": 2.5}}"#
+            contents:
+                #"{"amqp": {"url": ["amqp://a/", "amqp://b/"], "heartbeat": 0}, "retry": {"delays": [5, 60]}, "storage": {"fsync": false}, "fetch": {"timeout": 2.5}}"#
         )
         let config = try load(["--config=\(file.path)"])
         #expect(config.amqp.urls.map(\.host) == ["a", "b"])
@@ -139,9 +141,10 @@ struct ConfigurationLoaderTests {
                 "METRICS_DEPTH_INTERVAL": "2.5",
             ]
         )
-        #expect(config.amqp.urls == [
-            AMQPURL(tls: true, host: "a", port: 1, user: "u", password: "p", vhost: "v"), AMQPURL(host: "b"),
-        ])
+        #expect(
+            config.amqp.urls == [
+                AMQPURL(tls: true, host: "a", port: 1, user: "u", password: "p", vhost: "v"), AMQPURL(host: "b"),
+            ])
         #expect(config.amqp.prefetch == 10)
         #expect(config.amqp.heartbeat == 30)
         #expect(config.amqp.tls.caFile == "/ca")
@@ -242,8 +245,9 @@ struct ConfigurationLoaderTests {
     @Test func imageVerifyIsStructureUnlessDecodeIsAsked() {
         #expect(WorkerConfiguration().image.verify == .structure)
         let error = loadError([], ["IMAGE_VERIFY": "full"])
-        #expect(error?.description == #"configuration error: image.verify: must be structure or decode, "#
-            + #"got "full" (from environment variable IMAGE_VERIFY)"#)
+        #expect(
+            error?.description == #"configuration error: image.verify: must be structure or decode, "#
+                + #"got "full" (from environment variable IMAGE_VERIFY)"#)
     }
 
     @Test func errorMessageIsOneClearLine() {
@@ -299,7 +303,8 @@ struct ConfigurationLoaderTests {
     @Test func secretFromFile() throws {
         let secret = try TempFile(extension: "txt", contents: "amqp://app:s3cret@broker:5673/jobs\n")
         let config = try load([], ["AMQP_URL_FILE": secret.path])
-        #expect(config.amqp.urls == [AMQPURL(host: "broker", port: 5673, user: "app", password: "s3cret", vhost: "jobs")])
+        #expect(
+            config.amqp.urls == [AMQPURL(host: "broker", port: 5673, user: "app", password: "s3cret", vhost: "jobs")])
     }
 
     @Test func secretFileBelowFlagAboveConfigFile() throws {
@@ -345,7 +350,9 @@ struct ConfigurationLoaderTests {
         #expect(error?.problem.contains("does not exist") == true)
     }
 
-    @Test(arguments: [("yaml", "worker: [unclosed\n  concurrency: 3"), ("json", "{\"worker\": "), ("yaml", "- a\n- b\n")])
+    @Test(arguments: [
+        ("yaml", "worker: [unclosed\n  concurrency: 3"), ("json", "{\"worker\": "), ("yaml", "- a\n- b\n"),
+    ])
     func unparsableConfigFile(_ ext: String, _ contents: String) throws {
         let file = try TempFile(extension: ext, contents: contents)
         let error = loadError(["--config", file.path])
@@ -367,7 +374,8 @@ struct ConfigurationLoaderTests {
     }
 
     @Test func wrongShapeInConfigFile() throws {
-        let file = try TempFile(extension: "json", contents: #"{"worker": {"concurrency": [1, 2]}, "queue": {"declare": "sometimes"}}"#)
+        let file = try TempFile(
+            extension: "json", contents: #"{"worker": {"concurrency": [1, 2]}, "queue": {"declare": "sometimes"}}"#)
         #expect(loadError(["--config", file.path])?.key == "worker.concurrency")
     }
 }

@@ -139,12 +139,13 @@ struct ConfigurationPrecedenceTests {
         if let next = layers.dropFirst().first {
             #expect(try only(winner) != (try only(next)), "the samples for \(name) must differ layer to layer")
         }
-        let layer: ConfigurationSource.Layer = switch winner {
-        case .flag: .flag
-        case .env: .env
-        case .file: .file
-        case .default: .default
-        }
+        let layer: ConfigurationSource.Layer =
+            switch winner {
+            case .flag: .flag
+            case .env: .env
+            case .file: .file
+            case .default: .default
+            }
         #expect((resolved.sources[name] ?? .default).layer == layer)
         withExtendedLifetime(file) {}
     }
@@ -167,7 +168,8 @@ final class TempConfigFile {
     let path: String
 
     init(contents: String) throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("precedence-\(UUID().uuidString).json").path
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent("precedence-\(UUID().uuidString).json").path
         try contents.write(toFile: path, atomically: true, encoding: .utf8)
     }
 

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct DeliveryTests {
@@ -9,9 +10,10 @@ import Testing
         properties.messageID = "m-1"
         properties.replyTo = "answers"
         properties.headers = ["x-attempt": .int(2)]
-        let delivery = Delivery(tag: 42, epoch: 3, redelivered: true, exchange: "jobs-x", routingKey: "jobs",
-                                properties: properties, body: Array(#"{"id":"a","url":"http://a.example/x.png"}"#.utf8),
-                                receivedAt: 123_456)
+        let delivery = Delivery(
+            tag: 42, epoch: 3, redelivered: true, exchange: "jobs-x", routingKey: "jobs",
+            properties: properties, body: Array(#"{"id":"a","url":"http://a.example/x.png"}"#.utf8),
+            receivedAt: 123_456)
         let receipt = delivery.withoutContent
         #expect(receipt.tag == 42)
         #expect(receipt.epoch == 3)

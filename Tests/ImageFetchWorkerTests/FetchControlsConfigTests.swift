@@ -25,15 +25,20 @@ struct FetchControlsConfigTests {
     }
 
     @Test func headersAreLinesFromAnyLayer() throws {
-        let fromEnvironment = try load([], ["FETCH_HEADERS": "Referer: https://shop.example/a,b\nX-Api-Key:  k1  "]).fetch.headers
-        #expect(fromEnvironment == [HTTPHeaderField(name: "Referer", value: "https://shop.example/a,b"),
-                                    HTTPHeaderField(name: "X-Api-Key", value: "k1")])
+        let fromEnvironment = try load([], ["FETCH_HEADERS": "Referer: https://shop.example/a,b\nX-Api-Key:  k1  "])
+            .fetch.headers
+        #expect(
+            fromEnvironment == [
+                HTTPHeaderField(name: "Referer", value: "https://shop.example/a,b"),
+                HTTPHeaderField(name: "X-Api-Key", value: "k1"),
+            ])
         // One flag whose value holds the lines (a repeated flag is joined with commas).
         let fromFlags = try load(["--fetch-headers", "A: 1\nB: 3"]).fetch.headers
         #expect(fromFlags.map(\.name) == ["A", "B"])
         #expect(fromFlags.first?.value == "1")
         let file = try ConfigurationLoaderTests.TempFile(
-            extension: "yaml", contents: "fetch:\n  headers:\n    - \"Authorization: Bearer a,b\"\n    - \"Referer: r\"\n")
+            extension: "yaml",
+            contents: "fetch:\n  headers:\n    - \"Authorization: Bearer a,b\"\n    - \"Referer: r\"\n")
         #expect(try load(["--config", file.path]).fetch.headers.map(\.value) == ["Bearer a,b", "r"])
     }
 
@@ -57,14 +62,22 @@ struct FetchControlsConfigTests {
     }
 
     @Test func jobHeadersAreLowerCaseNames() throws {
-        #expect(try load([], ["FETCH_JOB_HEADERS": "Referer, Authorization"]).fetch.jobHeaders == ["referer", "authorization"])
+        #expect(
+            try load([], ["FETCH_JOB_HEADERS": "Referer, Authorization"]).fetch.jobHeaders == [
+                "referer", "authorization",
+            ])
         #expect(problem([], ["FETCH_JOB_HEADERS": "Referer, bad name"]).contains("fetch.job_headers"))
         #expect(problem([], ["FETCH_JOB_HEADERS": "Content-Length"]).contains("libcurl manages"))
     }
 
     @Test func hostListsAreNormalised() throws {
-        let fetch = try load([], ["FETCH_ALLOWED_HOSTS": "Images.Example.com, *.bücher.example, 2001:db8::1",
-                                  "FETCH_DENIED_HOSTS": "*.internal"]).fetch
+        let fetch = try load(
+            [],
+            [
+                "FETCH_ALLOWED_HOSTS": "Images.Example.com, *.bücher.example, 2001:db8::1",
+                "FETCH_DENIED_HOSTS": "*.internal",
+            ]
+        ).fetch
         #expect(fetch.allowedHosts == ["images.example.com", "*.xn--bcher-kva.example", "[2001:db8::1]"])
         #expect(fetch.deniedHosts == ["*.internal"])
         for bad in ["a.*.example", "*", "exa mple.com", "xn--pple-43d.com"] {
@@ -73,7 +86,8 @@ struct FetchControlsConfigTests {
     }
 
     @Test func resolveEntries() throws {
-        #expect(try load([], ["FETCH_RESOLVE": "images.test:443:127.0.0.1, v6.test:80:[::1]"]).fetch.resolve
+        #expect(
+            try load([], ["FETCH_RESOLVE": "images.test:443:127.0.0.1, v6.test:80:[::1]"]).fetch.resolve
                 == ["images.test:443:127.0.0.1", "v6.test:80:[::1]"])
         for bad in ["images.test:443", "images.test:0:127.0.0.1", "images.test:443:localhost", "a b:1:127.0.0.1"] {
             #expect(problem([], ["FETCH_RESOLVE": bad]).contains("fetch.resolve"), "\(bad)")

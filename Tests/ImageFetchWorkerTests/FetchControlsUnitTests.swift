@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct IDNATests {
@@ -62,13 +63,16 @@ import Testing
     /// bytes that matter.
     @Test func theOnePassCheckAgreesWithSplittingIntoLabels() {
         func bySplitting(_ host: [UInt8]) -> Bool {
-            host.contains { $0 >= 0x80 } || host.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-                .contains { $0.count >= 4 && $0.prefix(4).map { $0 | 0x20 } == Array("xn--".utf8) }
+            host.contains { $0 >= 0x80 }
+                || host.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+                    .contains { $0.count >= 4 && $0.prefix(4).map { $0 | 0x20 } == Array("xn--".utf8) }
         }
         var generator = SplitMix64(state: 18)
         let alphabet = Array("xXnN-.a".utf8) + [0x0D, 0xC3]
         for _ in 0..<20_000 {
-            let host = (0..<Int.random(in: 0...9, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            let host = (0..<Int.random(in: 0...9, using: &generator)).map { _ in
+                alphabet.randomElement(using: &generator)!
+            }
             #expect(IDNA.needsConversion(host) == bySplitting(host), "\(host)")
         }
     }
@@ -76,8 +80,10 @@ import Testing
 
 @Suite struct HostPolicyTests {
     static func policy(allowed: [String] = [], denied: [String] = []) throws -> HostPolicy {
-        try #require(HostPolicy(allowed: allowed.map { try HostPolicy.normalizedEntry($0).get() },
-                                denied: denied.map { try HostPolicy.normalizedEntry($0).get() }))
+        try #require(
+            HostPolicy(
+                allowed: allowed.map { try HostPolicy.normalizedEntry($0).get() },
+                denied: denied.map { try HostPolicy.normalizedEntry($0).get() }))
     }
 
     @Test func noListsMeansNoPolicy() {
@@ -127,8 +133,10 @@ import Testing
     static let allowed: Set<String> = ["referer", "authorization"]
 
     @Test func allowedHeadersPass() {
-        let fields = [HTTPHeaderField(name: "Referer", value: "https://shop.example/"),
-                      HTTPHeaderField(name: "authorization", value: "Bearer\tabc")]
+        let fields = [
+            HTTPHeaderField(name: "Referer", value: "https://shop.example/"),
+            HTTPHeaderField(name: "authorization", value: "Bearer\tabc"),
+        ]
         #expect(RequestHeaders.checkJobHeaders(fields, allowed: Self.allowed) == nil)
     }
 
@@ -157,12 +165,18 @@ import Testing
     }
 
     @Test func jobHeadersReplaceOrRemoveConfiguredOnes() {
-        let configured = [HTTPHeaderField(name: "Referer", value: "https://a/"), HTTPHeaderField(name: "X-Key", value: "k")]
+        let configured = [
+            HTTPHeaderField(name: "Referer", value: "https://a/"), HTTPHeaderField(name: "X-Key", value: "k"),
+        ]
         #expect(RequestHeaders.lines(configured: [], job: []) == [])
         #expect(RequestHeaders.lines(configured: configured, job: []) == ["Referer: https://a/", "X-Key: k"])
-        #expect(RequestHeaders.lines(configured: configured, job: [HTTPHeaderField(name: "referer", value: "https://b/")])
+        #expect(
+            RequestHeaders.lines(configured: configured, job: [HTTPHeaderField(name: "referer", value: "https://b/")])
                 == ["X-Key: k", "referer: https://b/"])
-        #expect(RequestHeaders.lines(configured: configured, job: [HTTPHeaderField(name: "Referer", value: "")]) == ["X-Key: k"])
+        #expect(
+            RequestHeaders.lines(configured: configured, job: [HTTPHeaderField(name: "Referer", value: "")]) == [
+                "X-Key: k"
+            ])
     }
 }
 
@@ -172,10 +186,14 @@ import Testing
     }
 
     @Test func headersAreDecodedAndChecked() throws {
-        let body = #"{"id":"h1","url":"https://example.com/a.png","headers":{"Referer":"https://shop.example/","Authorization":"Bearer x"}}"#
+        let body =
+            #"{"id":"h1","url":"https://example.com/a.png","headers":{"Referer":"https://shop.example/","Authorization":"Bearer x"}}"#
         let job = try Job.decode(delivery(body), allowedHeaders: ["referer", "authorization"]).get()
-        #expect(job.headers == [HTTPHeaderField(name: "Authorization", value: "Bearer x"),
-                                HTTPHeaderField(name: "Referer", value: "https://shop.example/")])
+        #expect(
+            job.headers == [
+                HTTPHeaderField(name: "Authorization", value: "Bearer x"),
+                HTTPHeaderField(name: "Referer", value: "https://shop.example/"),
+            ])
         // fetch.job_headers is empty by default: a job that sends headers is refused, not ignored.
         guard case .failure(let error) = Job.decode(delivery(body)) else {
             Issue.record("headers were accepted without fetch.job_headers")
@@ -200,7 +218,8 @@ import Testing
     }
 
     @Test func oversizedValueIsAnInvalidJob() {
-        let body = #"{"id":"h","url":"http://x/","headers":{"Referer":""# + String(repeating: "a", count: 5000) + #""}}"#
+        let body =
+            #"{"id":"h","url":"http://x/","headers":{"Referer":""# + String(repeating: "a", count: 5000) + #""}}"#
         guard case .failure(let error) = Job.decode(delivery(body), allowedHeaders: ["referer"]) else {
             Issue.record("an oversized value was accepted")
             return

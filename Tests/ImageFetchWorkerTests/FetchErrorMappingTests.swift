@@ -1,5 +1,6 @@
 import CCurl
 import Testing
+
 @testable import ImageFetchWorker
 
 /// One row of the table: a failure and the result it has always produced.
@@ -16,69 +17,103 @@ let fetchErrorMappingPixels = JobError(.tooManyPixels, "the image needs 9 × 9 p
 let fetchErrorMappingTable: [FetchErrorMappingRow] = [
     FetchErrorMappingRow(failure: .aborted, code: .aborted, retryable: false, message: "the transfer was aborted"),
     FetchErrorMappingRow(failure: .malformedURL, code: .invalidURL, retryable: false, message: "the URL is malformed"),
-    FetchErrorMappingRow(failure: .unsupportedScheme(atSetup: true), code: .unsupportedScheme, retryable: false,
+    FetchErrorMappingRow(
+        failure: .unsupportedScheme(atSetup: true), code: .unsupportedScheme, retryable: false,
         message: "the URL used a scheme other than http or https"),
-    FetchErrorMappingRow(failure: .unsupportedScheme(atSetup: false), code: .unsupportedScheme, retryable: false,
+    FetchErrorMappingRow(
+        failure: .unsupportedScheme(atSetup: false), code: .unsupportedScheme, retryable: false,
         message: "the URL or a redirect used a scheme other than http or https"),
-    FetchErrorMappingRow(failure: .setupFailed(reason: "Out of memory"), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .setupFailed(reason: "Out of memory"), code: .connectFailed, retryable: true,
         message: "the transfer could not be set up: Out of memory"),
-    FetchErrorMappingRow(failure: .redirectRefused(.tooLong), code: .invalidURL, retryable: false,
+    FetchErrorMappingRow(
+        failure: .redirectRefused(.tooLong), code: .invalidURL, retryable: false,
         message: "a redirect target is longer than 8192 bytes"),
-    FetchErrorMappingRow(failure: .redirectRefused(.userInfo), code: .invalidURL, retryable: false,
+    FetchErrorMappingRow(
+        failure: .redirectRefused(.userInfo), code: .invalidURL, retryable: false,
         message: "a redirect target contains user info, which is not allowed"),
-    FetchErrorMappingRow(failure: .invalidHost(problem: "the host name is not valid IDNA", redirect: false), code: .invalidURL,
+    FetchErrorMappingRow(
+        failure: .invalidHost(problem: "the host name is not valid IDNA", redirect: false), code: .invalidURL,
         retryable: false, message: "the host name is not valid IDNA"),
-    FetchErrorMappingRow(failure: .invalidHost(problem: "the host name is not valid IDNA", redirect: true), code: .invalidURL,
+    FetchErrorMappingRow(
+        failure: .invalidHost(problem: "the host name is not valid IDNA", redirect: true), code: .invalidURL,
         retryable: false, message: "a redirect target: the host name is not valid IDNA"),
-    FetchErrorMappingRow(failure: .hostNotAllowed(.denied, redirect: false), code: .hostNotAllowed, retryable: false,
+    FetchErrorMappingRow(
+        failure: .hostNotAllowed(.denied, redirect: false), code: .hostNotAllowed, retryable: false,
         message: "the host matches fetch.denied_hosts"),
-    FetchErrorMappingRow(failure: .hostNotAllowed(.notAllowed, redirect: true), code: .hostNotAllowed, retryable: false,
+    FetchErrorMappingRow(
+        failure: .hostNotAllowed(.notAllowed, redirect: true), code: .hostNotAllowed, retryable: false,
         message: "a redirect target's host is not in fetch.allowed_hosts"),
-    FetchErrorMappingRow(failure: .hostNotAllowed(.denied, redirect: true), code: .hostNotAllowed, retryable: false,
+    FetchErrorMappingRow(
+        failure: .hostNotAllowed(.denied, redirect: true), code: .hostNotAllowed, retryable: false,
         message: "a redirect target's host matches fetch.denied_hosts"),
-    FetchErrorMappingRow(failure: .hostNotAllowed(.notAllowed, redirect: false), code: .hostNotAllowed, retryable: false,
+    FetchErrorMappingRow(
+        failure: .hostNotAllowed(.notAllowed, redirect: false), code: .hostNotAllowed, retryable: false,
         message: "the host is not in fetch.allowed_hosts"),
-    FetchErrorMappingRow(failure: .addressRefused(addressClass: "loopback"), code: .forbiddenAddress, retryable: false,
+    FetchErrorMappingRow(
+        failure: .addressRefused(addressClass: "loopback"), code: .forbiddenAddress, retryable: false,
         message: "refused to connect to a loopback address"),
-    FetchErrorMappingRow(failure: .dnsFailure, code: .dnsFailure, retryable: true, message: "the host name did not resolve"),
-    FetchErrorMappingRow(failure: .connectFailed(.noResponse), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .dnsFailure, code: .dnsFailure, retryable: true, message: "the host name did not resolve"),
+    FetchErrorMappingRow(
+        failure: .connectFailed(.noResponse), code: .connectFailed, retryable: true,
         message: "the origin sent no HTTP response"),
-    FetchErrorMappingRow(failure: .connectFailed(.refused), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .connectFailed(.refused), code: .connectFailed, retryable: true,
         message: "the connection was refused or failed"),
-    FetchErrorMappingRow(failure: .connectFailed(.sendFailed), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .connectFailed(.sendFailed), code: .connectFailed, retryable: true,
         message: "the connection failed while sending"),
-    FetchErrorMappingRow(failure: .connectFailed(.receiveFailed), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .connectFailed(.receiveFailed), code: .connectFailed, retryable: true,
         message: "the connection failed while receiving"),
-    FetchErrorMappingRow(failure: .connectFailed(.closedEarly), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .connectFailed(.closedEarly), code: .connectFailed, retryable: true,
         message: "the origin closed the connection without a response"),
-    FetchErrorMappingRow(failure: .connectFailed(.http2Framing), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .connectFailed(.http2Framing), code: .connectFailed, retryable: true,
         message: "the origin broke the HTTP/2 framing"),
-    FetchErrorMappingRow(failure: .timeout, code: .timeout, retryable: true,
+    FetchErrorMappingRow(
+        failure: .timeout, code: .timeout, retryable: true,
         message: "the transfer timed out (connect, total or low-speed limit)"),
-    FetchErrorMappingRow(failure: .tls, code: .tlsFailure, retryable: false,
+    FetchErrorMappingRow(
+        failure: .tls, code: .tlsFailure, retryable: false,
         message: "the TLS handshake or certificate check failed"),
-    FetchErrorMappingRow(failure: .tooManyRedirects(limit: 5), code: .tooManyRedirects, retryable: false,
+    FetchErrorMappingRow(
+        failure: .tooManyRedirects(limit: 5), code: .tooManyRedirects, retryable: false,
         message: "more than 5 redirects"),
-    FetchErrorMappingRow(failure: .httpStatus(404), code: .httpError, retryable: false, message: "the origin answered HTTP 404"),
-    FetchErrorMappingRow(failure: .httpStatus(429), code: .httpError, retryable: true, message: "the origin answered HTTP 429"),
-    FetchErrorMappingRow(failure: .httpStatus(503), code: .httpError, retryable: true, message: "the origin answered HTTP 503"),
-    FetchErrorMappingRow(failure: .tooLarge(limit: 1000, declared: false), code: .tooLarge, retryable: false,
+    FetchErrorMappingRow(
+        failure: .httpStatus(404), code: .httpError, retryable: false, message: "the origin answered HTTP 404"),
+    FetchErrorMappingRow(
+        failure: .httpStatus(429), code: .httpError, retryable: true, message: "the origin answered HTTP 429"),
+    FetchErrorMappingRow(
+        failure: .httpStatus(503), code: .httpError, retryable: true, message: "the origin answered HTTP 503"),
+    FetchErrorMappingRow(
+        failure: .tooLarge(limit: 1000, declared: false), code: .tooLarge, retryable: false,
         message: "the body is larger than 1000 bytes"),
-    FetchErrorMappingRow(failure: .tooLarge(limit: 1000, declared: true), code: .tooLarge, retryable: false,
+    FetchErrorMappingRow(
+        failure: .tooLarge(limit: 1000, declared: true), code: .tooLarge, retryable: false,
         message: "the declared Content-Length is larger than 1000 bytes"),
-    FetchErrorMappingRow(failure: .truncated(received: 10, declared: 20), code: .truncated, retryable: true,
+    FetchErrorMappingRow(
+        failure: .truncated(received: 10, declared: 20), code: .truncated, retryable: true,
         message: "the body ended after 10 of 20 bytes"),
-    FetchErrorMappingRow(failure: .truncated(received: 10, declared: nil), code: .truncated, retryable: true,
+    FetchErrorMappingRow(
+        failure: .truncated(received: 10, declared: nil), code: .truncated, retryable: true,
         message: "the connection closed before the body was complete"),
-    FetchErrorMappingRow(failure: .rejected(reason: fetchErrorMappingPixels.message), code: .tooManyPixels, retryable: false,
+    FetchErrorMappingRow(
+        failure: .rejected(reason: fetchErrorMappingPixels.message), code: .tooManyPixels, retryable: false,
         message: fetchErrorMappingPixels.message),
-    FetchErrorMappingRow(failure: .optedOut(.xRobotsTag(directive: "noai")), code: .optedOut, retryable: false,
+    FetchErrorMappingRow(
+        failure: .optedOut(.xRobotsTag(directive: "noai")), code: .optedOut, retryable: false,
         message: "the image's X-Robots-Tag says noai"),
-    FetchErrorMappingRow(failure: .optedOut(.tdmReservation), code: .optedOut, retryable: false,
+    FetchErrorMappingRow(
+        failure: .optedOut(.tdmReservation), code: .optedOut, retryable: false,
         message: "the image's tdm-reservation header reserves text and data mining"),
-    FetchErrorMappingRow(failure: .initFailed(reason: "Failed initialization"), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .initFailed(reason: "Failed initialization"), code: .connectFailed, retryable: true,
         message: "libcurl could not be initialised: Failed initialization"),
-    FetchErrorMappingRow(failure: .transferFailed(reason: "Weird server reply"), code: .connectFailed, retryable: true,
+    FetchErrorMappingRow(
+        failure: .transferFailed(reason: "Weird server reply"), code: .connectFailed, retryable: true,
         message: "the transfer failed: Weird server reply"),
 ]
 
@@ -130,7 +165,8 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
     // MARK: libcurl's codes → FetchError
 
     static func classify(_ code: CURLcode, status: Int = 0, declared: Int64? = nil) -> FetchError {
-        FetchError(curlCode: code, status: status, declaredLength: declared, received: 7, maxRedirects: 5, maxBytes: 1000)
+        FetchError(
+            curlCode: code, status: status, declaredLength: declared, received: 7, maxRedirects: 5, maxBytes: 1000)
     }
 
     @Test func libcurlResultsAreClassified() {
@@ -142,7 +178,9 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         #expect(Self.classify(CURLE_HTTP2) == .connectFailed(.http2Framing))
         #expect(Self.classify(CURLE_HTTP2_STREAM) == .connectFailed(.http2Framing))
         #expect(Self.classify(CURLE_OPERATION_TIMEDOUT) == .timeout)
-        for code in [CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_USE_SSL_FAILED] {
+        for code in [
+            CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_USE_SSL_FAILED,
+        ] {
             #expect(Self.classify(code) == .tls)
         }
         #expect(Self.classify(CURLE_TOO_MANY_REDIRECTS) == .tooManyRedirects(limit: 5))

@@ -1,11 +1,12 @@
+import Testing
+
+@testable import ImageFetchWorker
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Testing
-
-@testable import ImageFetchWorker
 
 /// A fresh folder under the system's temporary folder, removed by `remove()`.
 fileprivate struct TemporaryFolder {
@@ -85,7 +86,8 @@ fileprivate extension ImageSink {
     static let sha = "5e" + String(repeating: "a1", count: 31)
     static let body: [UInt8] = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
 
-    func request(key: String?, body: [UInt8] = FileSinkTests.body, sha256: String = FileSinkTests.sha) -> StorageRequest {
+    func request(key: String?, body: [UInt8] = FileSinkTests.body, sha256: String = FileSinkTests.sha) -> StorageRequest
+    {
         StorageRequest(
             body: body, sha256: sha256, info: ImageInfo(format: .png, width: 1, height: 1),
             keyHint: key, jobID: "job-1", sourceURL: "https://example.com/a.png"

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// Every header the worker reads from a delivery, set to every extreme a producer, a shovel or a
@@ -42,8 +43,9 @@ import Testing
     static func delivery(_ name: String, _ value: AMQPFieldValue) -> Delivery {
         var properties = AMQPProperties()
         properties.headers = [name: value]
-        return Delivery(tag: 1, epoch: 1, redelivered: true, properties: properties,
-                        body: Array(#"{"id":"h1","url":"https://a.example/x.png"}"#.utf8))
+        return Delivery(
+            tag: 1, epoch: 1, redelivered: true, properties: properties,
+            body: Array(#"{"id":"h1","url":"https://a.example/x.png"}"#.utf8))
     }
 
     @Test(arguments: Self.names)
@@ -126,16 +128,20 @@ import Testing
     /// `[{...}, 2^63 - 1]`, RabbitMQ 3.10's retry queue crashed on every copy and stopped).
     @Test func aCopyThroughADelayQueueKeepsOnlyAnXDeathTheBrokerCanUpdate() throws {
         let written: AMQPFieldValue = .array([
-            .table(["queue": .string("jobs"), "reason": .string("expired"), "count": .int(2),
-                    "time": .timestamp(1_800_000_000), "exchange": .string("")]),
+            .table([
+                "queue": .string("jobs"), "reason": .string("expired"), "count": .int(2),
+                "time": .timestamp(1_800_000_000), "exchange": .string(""),
+            ]),
             .table(["queue": .string("jobs.retry.5s"), "reason": .string("expired"), "count": .int(1)]),
         ])
         #expect(JobHeaders.isWellFormedDeath(written))
         for malformed: AMQPFieldValue in [
             .array([.table([:]), .int(.max)]), .string("x"), .table([:]),
             .array([.table(["count": .string("1")])]), .array([.table(["count": .uint64(.max)])]),
-            .array([.table(["queue": .string("q"), "reason": .string("r")]),
-                    .table(["queue": .string("q"), "reason": .string("r")])]),
+            .array([
+                .table(["queue": .string("q"), "reason": .string("r")]),
+                .table(["queue": .string("q"), "reason": .string("r")]),
+            ]),
         ] {
             #expect(!JobHeaders.isWellFormedDeath(malformed), "\(malformed)")
             let delivery = Self.delivery("x-death", malformed)

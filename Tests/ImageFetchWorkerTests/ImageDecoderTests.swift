@@ -39,7 +39,8 @@ import Testing
             return be(UInt32(data.count)) + body + be(crc(body[...]))
         }
         // zlib header, one final stored block of 16 zero bytes, Adler-32 of them.
-        let idat: [UInt8] = [0x78, 0x01, 0x01, 0x10, 0x00, 0xEF, 0xFF] + [UInt8](repeating: 0, count: 16)
+        let idat: [UInt8] =
+            [0x78, 0x01, 0x01, 0x10, 0x00, 0xEF, 0xFF] + [UInt8](repeating: 0, count: 16)
             + [0x00, 0x10, 0x00, 0x01]
         return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
             + chunk("IHDR", be(width) + be(height) + [8, 2, 0, 0, 0]) + chunk("IDAT", idat) + chunk("IEND", [])

@@ -157,8 +157,10 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
             // pillow-heif (libheif) and Pillow's libtiff path report a HEIC's or TIFF's size turned
             // upright: the worker's display size.
             let upright = info.format == .heic || info.format == .tiff
-            same = same && ((upright ? (info.displayWidth, info.displayHeight) : (info.width, info.height)) == (width, height)
-                || (info.format == .gif && info.canvasWidth == width && info.canvasHeight == height))
+            same =
+                same
+                && ((upright ? (info.displayWidth, info.displayHeight) : (info.width, info.height)) == (width, height)
+                    || (info.format == .gif && info.canvasWidth == width && info.canvasHeight == height))
             if let frames = info.frames, let pillowFrames = reference["frames"] as? Int {
                 same = same && frames == pillowFrames
             }
@@ -169,7 +171,8 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
             } else if info.format != .heic {
                 same = same && (info.orientation ?? 1) == 1
             }
-            let sameSize = (info.width, info.height) == (width, height)
+            let sameSize =
+                (info.width, info.height) == (width, height)
                 || (info.displayWidth, info.displayHeight) == (width, height)
             if !same, name.hasPrefix("pillow."), info.format.rawValue == format, sameSize {
                 // Pillow's own test images: the format and size must agree; the other facts (APNG
@@ -182,10 +185,11 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                 disagreements.append("\(name): Pillow \(reference) but \(info)")
             }
         }
-        print("| format | files | opened by Pillow | same format and size | refused by Pillow "
-            + "| also refused by the sniffer "
-            + "| decoded by Pillow | accepted whole | refused by a chunk CRC | not decoded by Pillow | refused whole "
-            + "| cuts of complete files | refused |")
+        print(
+            "| format | files | opened by Pillow | same format and size | refused by Pillow "
+                + "| also refused by the sniffer "
+                + "| decoded by Pillow | accepted whole | refused by a chunk CRC | not decoded by Pillow | refused whole "
+                + "| cuts of complete files | refused |")
         print("|" + String(repeating: " --- |", count: 13))
         var all = Row()
         for (family, row) in table.sorted(by: { $0.key < $1.key }) {
@@ -195,7 +199,8 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
         print("| **all** | \(all.cells) |")
         print("\(otherFacts.count) of Pillow's test images agree on format and size but not on other facts:")
         for line in otherFacts { print("  \(line)") }
-        #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
+        #expect(
+            disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
         #expect(all.opened > 100, "too few files opened by the reference")
     }
 
@@ -221,7 +226,8 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                 case .failure: row.refused += 1
                 case .success(let info) where info.decoded == nil: row.undecodableStructureOnly += 1
                 case .success(let info):
-                    let line = "\(name): Pillow cannot decode it, libvips does: "
+                    let line =
+                        "\(name): Pillow cannot decode it, libvips does: "
                         + "\(info.format) \(info.width)×\(info.height)"
                     if decodeDifferences.contains(where: { name.hasSuffix($0.key) }) {
                         row.documented += 1
@@ -246,8 +252,10 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                 // Pillow's size is the stored one, but pillow-heif's and Pillow's libtiff path's are
                 // turned upright, and Pillow grows a GIF to its first frame (as in agreesWithPillow).
                 let width = reference["width"] as? Int, height = reference["height"] as? Int
-                let sizes = [(info.width, info.height), (info.displayWidth, info.displayHeight),
-                             (info.canvasWidth ?? info.width, info.canvasHeight ?? info.height)]
+                let sizes = [
+                    (info.width, info.height), (info.displayWidth, info.displayHeight),
+                    (info.canvasWidth ?? info.width, info.canvasHeight ?? info.height),
+                ]
                 guard info.format.rawValue == format, sizes.contains(where: { $0 == (width, height) }) else {
                     disagreements.append("\(name): Pillow \(format) \(width ?? 0)×\(height ?? 0) but \(info)")
                     continue
@@ -261,15 +269,17 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                     {
                         row.sameUprightSize += 1
                     } else {
-                        disagreements.append("\(name): decoded \(decoded.width)×\(decoded.height), "
-                            + "headers upright \(info.displayWidth)×\(info.displayHeight)")
+                        disagreements.append(
+                            "\(name): decoded \(decoded.width)×\(decoded.height), "
+                                + "headers upright \(info.displayWidth)×\(info.displayHeight)")
                     }
                 }
             }
         }
-        print("| format | decoded by Pillow | accepted, same format and size | decoded size = header's upright size "
-            + "| not decoded by Pillow | refused | accepted by the structure walk alone (BMP) "
-            + "| documented differences |")
+        print(
+            "| format | decoded by Pillow | accepted, same format and size | decoded size = header's upright size "
+                + "| not decoded by Pillow | refused | accepted by the structure walk alone (BMP) "
+                + "| documented differences |")
         print("|" + String(repeating: " --- |", count: 8))
         var all = DecodeRow()
         for (family, row) in table.sorted(by: { $0.key < $1.key }) {
@@ -281,7 +291,8 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
         print("\(documented.count) documented differences (decodeDifferences):")
         for line in documented { print("  \(line)") }
         for line in disagreements { print("  \(line)") }
-        #expect(disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
+        #expect(
+            disagreements.isEmpty, "\(disagreements.count) disagreements:\n\(disagreements.joined(separator: "\n"))")
         #expect(all.decodedByPillow > 100, "too few files decoded by the reference")
     }
 
@@ -315,8 +326,10 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                     }
                 default:  // inflate a 16- or 32-bit field
                     let at = Int(rng.next() % span)
-                    let extreme: [UInt8] = [[0xFF, 0xFF, 0xFF, 0xFF], [0x7F, 0xFF, 0xFF, 0xFF], [0, 0, 0xFF, 0xFF],
-                                            [0x80, 0, 0, 0]][Int(rng.next() % 4)]
+                    let extreme: [UInt8] = [
+                        [0xFF, 0xFF, 0xFF, 0xFF], [0x7F, 0xFF, 0xFF, 0xFF], [0, 0, 0xFF, 0xFF],
+                        [0x80, 0, 0, 0],
+                    ][Int(rng.next() % 4)]
                     for i in 0..<4 where at + i < bytes.count { bytes[at + i] = extreme[i] }
                 }
                 checkAgainstPrefixes("\(name) round \(round)", bytes, cuts: 8)
@@ -333,8 +346,9 @@ private func checkAgainstPrefixes(_ name: String, _ bytes: [UInt8], cuts: Int) {
                 }
             }
         }
-        print("mutations of complete files: \(cuts) cuts, all refused; \(flips) flips or inflated fields, "
-            + "\(flipsCaught) refused or answered differently")
+        print(
+            "mutations of complete files: \(cuts) cuts, all refused; \(flips) flips or inflated fields, "
+                + "\(flipsCaught) refused or answered differently")
     }
 }
 
@@ -345,16 +359,25 @@ private struct Row {
     var cutOfComplete = 0, cutRefused = 0
 
     var cells: String {
-        [files, opened, agreed, refused, alsoRefused, decoded, decodedAccepted, refusedByCRC, undecodable,
-         undecodableRefused, cutOfComplete, cutRefused].map(String.init).joined(separator: " | ")
+        [
+            files, opened, agreed, refused, alsoRefused, decoded, decodedAccepted, refusedByCRC, undecodable,
+            undecodableRefused, cutOfComplete, cutRefused,
+        ].map(String.init).joined(separator: " | ")
     }
 
     mutating func add(_ row: Row) {
-        files += row.files; opened += row.opened; agreed += row.agreed; refused += row.refused
-        alsoRefused += row.alsoRefused; decoded += row.decoded; decodedAccepted += row.decodedAccepted
+        files += row.files
+        opened += row.opened
+        agreed += row.agreed
+        refused += row.refused
+        alsoRefused += row.alsoRefused
+        decoded += row.decoded
+        decodedAccepted += row.decodedAccepted
         refusedByCRC += row.refusedByCRC
-        undecodable += row.undecodable; undecodableRefused += row.undecodableRefused
-        cutOfComplete += row.cutOfComplete; cutRefused += row.cutRefused
+        undecodable += row.undecodable
+        undecodableRefused += row.undecodableRefused
+        cutOfComplete += row.cutOfComplete
+        cutRefused += row.cutRefused
     }
 }
 
@@ -400,9 +423,13 @@ private struct DecodeRow {
     }
 
     mutating func add(_ row: DecodeRow) {
-        decodedByPillow += row.decodedByPillow; accepted += row.accepted; sameUprightSize += row.sameUprightSize
-        undecodable += row.undecodable; refused += row.refused
-        undecodableStructureOnly += row.undecodableStructureOnly; structureOnly += row.structureOnly
+        decodedByPillow += row.decodedByPillow
+        accepted += row.accepted
+        sameUprightSize += row.sameUprightSize
+        undecodable += row.undecodable
+        refused += row.refused
+        undecodableStructureOnly += row.undecodableStructureOnly
+        structureOnly += row.structureOnly
         documented += row.documented
     }
 }

@@ -10,16 +10,20 @@ import Testing
 
     /// An ISOBMFF file whose primary item (`pitm`) has the properties `primary` (ipco indices,
     /// 1-based) among `properties`; item 2 is another image with `other`.
-    static func heif(primaryType: String = "hvc1", properties: [[UInt8]], primary: [UInt8], other: [UInt8] = [],
-                     iloc: [UInt8]? = nil, idat: [UInt8]? = nil, trailer: [UInt8] = []) -> [UInt8] {
+    static func heif(
+        primaryType: String = "hvc1", properties: [[UInt8]], primary: [UInt8], other: [UInt8] = [],
+        iloc: [UInt8]? = nil, idat: [UInt8]? = nil, trailer: [UInt8] = []
+    ) -> [UInt8] {
         let hdlr = S.fullBox("hdlr", S.be32(0) + S.ascii("pict") + [UInt8](repeating: 0, count: 13))
         let pitm = S.fullBox("pitm", S.be16(1))
         let infe1 = S.box("infe", [2, 0, 0, 0] + S.be16(1) + S.be16(0) + S.ascii(primaryType) + [0])
         let infe2 = S.box("infe", [2, 0, 0, 0] + S.be16(2) + S.be16(0) + S.ascii("hvc1") + [0])
         let iinf = S.fullBox("iinf", S.be16(2) + infe1 + infe2)
         let ipco = S.box("ipco", properties.flatMap { $0 })
-        let ipma = S.fullBox("ipma", S.be32(2) + S.be16(1) + [UInt8(primary.count)] + primary
-            + S.be16(2) + [UInt8(other.count)] + other)
+        let ipma = S.fullBox(
+            "ipma",
+            S.be32(2) + S.be16(1) + [UInt8(primary.count)] + primary
+                + S.be16(2) + [UInt8(other.count)] + other)
         var meta = [0, 0, 0, 0] + hdlr + pitm + iinf + (iloc ?? []) + S.box("iprp", ipco + ipma)
         if let idat { meta += S.box("idat", idat) }
         return S.ftyp(major: "heic", compatible: ["mif1", "heic"]) + S.box("meta", meta) + trailer
@@ -56,19 +60,25 @@ import Testing
         // A grid item of 2x1 tiles of 64x100 whose output is 29x100 (its ispe says so too).
         let grid: [UInt8] = [0, 0, 0, 1] + S.be16(29) + S.be16(100)
         // iloc version 1: offset and length 4 bytes, no base offset; item 1 in idat (method 1).
-        let ilocIdat = S.box("iloc", [1, 0, 0, 0, 0x44, 0x00] + S.be16(1) + S.be16(1) + S.be16(1) + S.be16(0)
-            + S.be16(1) + S.be32(0) + S.be32(grid.count))
+        let ilocIdat = S.box(
+            "iloc",
+            [1, 0, 0, 0, 0x44, 0x00] + S.be16(1) + S.be16(1) + S.be16(1) + S.be16(0)
+                + S.be16(1) + S.be32(0) + S.be32(grid.count))
         let properties = [Self.ispe(64, 100), Self.ispe(29, 100)]
-        let inIdat = Self.heif(primaryType: "grid", properties: properties, primary: [2], other: [1],
-                               iloc: ilocIdat, idat: grid)
+        let inIdat = Self.heif(
+            primaryType: "grid", properties: properties, primary: [2], other: [1],
+            iloc: ilocIdat, idat: grid)
         #expect(Self.info(inIdat).map { ($0.width, $0.height) } ?? (0, 0) == (29, 100))
 
         // The same grid at a file offset (method 0), after meta: found once those bytes arrive.
         func atOffset(_ offset: Int) -> [UInt8] {
-            let iloc = S.box("iloc", [1, 0, 0, 0, 0x44, 0x00] + S.be16(1) + S.be16(1) + S.be16(0) + S.be16(0)
-                + S.be16(1) + S.be32(offset) + S.be32(grid.count))
-            return Self.heif(primaryType: "grid", properties: [Self.ispe(64, 100)], primary: [], other: [1],
-                             iloc: iloc, trailer: S.box("mdat", grid))
+            let iloc = S.box(
+                "iloc",
+                [1, 0, 0, 0, 0x44, 0x00] + S.be16(1) + S.be16(1) + S.be16(0) + S.be16(0)
+                    + S.be16(1) + S.be32(offset) + S.be32(grid.count))
+            return Self.heif(
+                primaryType: "grid", properties: [Self.ispe(64, 100)], primary: [], other: [1],
+                iloc: iloc, trailer: S.box("mdat", grid))
         }
         let probe = atOffset(0)
         let file = atOffset(probe.count - grid.count)
@@ -84,7 +94,8 @@ import Testing
         let info = Self.info(file)
         // A quarter turn clockwise, then top and bottom exchanged: EXIF 7 (transverse).
         #expect(info?.orientation == 7)
-        #expect(info.map { ($0.width, $0.height, $0.displayWidth, $0.displayHeight) } ?? (0, 0, 0, 0) == (100, 50, 50, 100))
+        #expect(
+            info.map { ($0.width, $0.height, $0.displayWidth, $0.displayHeight) } ?? (0, 0, 0, 0) == (100, 50, 50, 100))
         #expect(ImageSniffer.orientation(quarterTurnsAnticlockwise: 0, mirrorAxis: 1) == 2)
         #expect(ImageSniffer.orientation(quarterTurnsAnticlockwise: 2, mirrorAxis: nil) == 3)
         #expect(ImageSniffer.orientation(quarterTurnsAnticlockwise: 1, mirrorAxis: nil) == 8)
@@ -98,7 +109,8 @@ import Testing
     }
 
     @Test func jpegExifOrientation() {
-        let exif = S.ascii("Exif\0\0") + S.ascii("MM") + S.be16(42) + S.be32(8) + S.be16(1)
+        let exif =
+            S.ascii("Exif\0\0") + S.ascii("MM") + S.be16(42) + S.be32(8) + S.be16(1)
             + S.be16(274) + S.be16(3) + S.be32(1) + S.be16(6) + [0, 0] + S.be32(0)
         let info = Self.info(S.jpeg(width: 640, height: 480, beforeFrame: S.jpegSegment(0xE1, exif)))
         #expect(info?.orientation == 6 && info?.displayWidth == 480 && info?.displayHeight == 640)
@@ -109,7 +121,8 @@ import Testing
         func entry(_ tag: Int, _ type: Int, _ value: [UInt8]) -> [UInt8] {
             S.le16(tag) + S.le16(type) + S.le32(1) + S.le32(0) + value + [UInt8](repeating: 0, count: 8 - value.count)
         }
-        let file = S.ascii("II") + S.le16(43) + S.le16(8) + S.le16(0) + S.le32(16) + S.le32(0)
+        let file =
+            S.ascii("II") + S.le16(43) + S.le16(8) + S.le16(0) + S.le32(16) + S.le32(0)
             + S.le32(3) + S.le32(0) + entry(256, 16, S.le32(70_000) + S.le32(0)) + entry(257, 3, S.le16(9))
             + entry(274, 3, S.le16(8)) + [UInt8](repeating: 0, count: 8)
         let info = Self.info(file)
@@ -118,9 +131,11 @@ import Testing
 
     @Test func gifFrameBeyondTheScreenCountsAgainstThePixelLimit() {
         // A 32x32 screen holding a 65535x1321 frame at row 65280 (the issue's file).
-        let frame: [UInt8] = [0x2C] + S.le16(0) + S.le16(65_280) + S.le16(65_535) + S.le16(1321) + [0]
+        let frame: [UInt8] =
+            [0x2C] + S.le16(0) + S.le16(65_280) + S.le16(65_535) + S.le16(1321) + [0]
             + [2, 2, 0x44, 0x01, 0]
-        let file = S.ascii("GIF89a") + S.le16(32) + S.le16(32) + [0x80, 0, 0] + [0xFF, 0xFF, 0xFF, 0, 0, 0]
+        let file =
+            S.ascii("GIF89a") + S.le16(32) + S.le16(32) + [0x80, 0, 0] + [0xFF, 0xFF, 0xFF, 0, 0, 0]
             + [0x21, 0xF9, 4, 0, 0, 0, 0, 0] + frame + frame + [0x3B]
         guard let info = Self.info(file) else {
             Issue.record("not an image")
@@ -166,8 +181,9 @@ import Testing
         let anim = S.riffChunk("ANIM", [0, 0, 0, 0, 0, 0])
         let frame = S.riffChunk("ANMF", [UInt8](repeating: 0, count: 16) + S.vp8Chunk(width: 100, height: 50))
         let file = S.riff(vp8x + anim + frame + frame)
-        #expect(Self.info(file).map { ($0.width, $0.height, $0.frames, $0.animated) } ?? (0, 0, nil, nil)
-            == (100, 50, 2, true))
+        #expect(
+            Self.info(file).map { ($0.width, $0.height, $0.frames, $0.animated) } ?? (0, 0, nil, nil)
+                == (100, 50, 2, true))
         // A prefix answers from the header, leaving the count to the whole body.
         let prefix = file.withUnsafeBytes { ImageSniffer.inspect($0, isComplete: false) }
         guard case .image(let partial) = prefix else {
@@ -186,8 +202,10 @@ import Testing
         var result = JobResult(job: Job(id: "a", url: "u"), status: .ok, durationMs: 1, worker: "w", finishedAt: 0)
         result.image = info
         let json = String(decoding: result.encoded(), as: UTF8.self)
-        #expect(json.contains(#""width":640,"height":480,"frames":1,"animated":false,"progressive":true,"#
-            + #""orientation":6,"display_width":480,"display_height":640"#))
+        #expect(
+            json.contains(
+                #""width":640,"height":480,"frames":1,"animated":false,"progressive":true,"#
+                    + #""orientation":6,"display_width":480,"display_height":640"#))
         result.image = ImageInfo(format: .png, width: 1, height: 1)
         let plain = String(decoding: result.encoded(), as: UTF8.self)
         #expect(!plain.contains("frames") && !plain.contains("orientation") && !plain.contains("display_"))

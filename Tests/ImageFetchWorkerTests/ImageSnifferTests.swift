@@ -70,7 +70,6 @@ extension ImageSamples {
     ]
 }
 
-
 /// A still image as the sniffer describes a whole body: one frame, not animated, and for a JPEG
 /// whether it is progressive.
 fileprivate func still(_ format: ImageFormat, _ width: Int, _ height: Int, progressive: Bool = false) -> ImageInfo {
@@ -155,7 +154,8 @@ fileprivate func checkInvariants(_ bytes: [UInt8]) {
     }
 
     @Test func formatNamesAndTypes() {
-        #expect(ImageFormat.allCases.map(\.fileExtension) == ["jpg", "png", "gif", "webp", "bmp", "tif", "avif", "heic"])
+        #expect(
+            ImageFormat.allCases.map(\.fileExtension) == ["jpg", "png", "gif", "webp", "bmp", "tif", "avif", "heic"])
         #expect(ImageFormat.tiff.mimeType == "image/tiff")
         #expect(ImageFormat.jpeg.mimeType == "image/jpeg")
         #expect(ImageFormat.avif.mimeType == "image/avif")
@@ -209,15 +209,18 @@ fileprivate func checkInvariants(_ bytes: [UInt8]) {
         let mp4 = Samples.ftyp(major: "isom", compatible: ["isom", "mp41"]) + Samples.box("moov", [])
         let heifWithoutMeta = Samples.ftyp(major: "heic", compatible: ["mif1"]) + Samples.box("mdat", [0, 0])
         let badBoxSize = Samples.ftyp(major: "avif", compatible: []) + Samples.be32(4) + Array("meta".utf8)
-        let hugeBox = Samples.ftyp(major: "avif", compatible: []) + Samples.be32(1) + Array("free".utf8)
+        let hugeBox =
+            Samples.ftyp(major: "avif", compatible: []) + Samples.be32(1) + Array("free".utf8)
             + [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
-        let tinyLargeSize = Samples.ftyp(major: "avif", compatible: []) + Samples.be32(1) + Array("free".utf8)
+        let tinyLargeSize =
+            Samples.ftyp(major: "avif", compatible: []) + Samples.be32(1) + Array("free".utf8)
             + Samples.be32(0) + Samples.be32(8)
         var riffAVI = Samples.webpLossy(width: 5, height: 5)
         riffAVI.replaceSubrange(8..<12, with: Array("AVI ".utf8))
         let bmpText = Array("BM is a band, their website is at example dot com".utf8)
         let bigTIFF: [UInt8] = [0x49, 0x49, 0x2B, 0x00, 0x08, 0x00, 0x00, 0x00]
-        var tiffNoDimensions = Samples.tiff(width: 3, height: 3, bigEndian: false, longDimensions: false, ifdLast: false)
+        var tiffNoDimensions = Samples.tiff(
+            width: 3, height: 3, bigEndian: false, longDimensions: false, ifdLast: false)
         tiffNoDimensions[10] = 0x99  // tag 256 → 0x199
         tiffNoDimensions[22] = 0x99  // tag 257 → 0x199
         var tiffRational = Samples.tiff(width: 3, height: 3, bigEndian: false, longDimensions: false, ifdLast: false)
@@ -261,14 +264,17 @@ fileprivate func checkInvariants(_ bytes: [UInt8]) {
                 }
             case 1:  // set a 16- or 32-bit field to an extreme value
                 let at = Int(rng.next() % UInt64(max(1, bytes.count)))
-                let extreme: [UInt8] = [[0xFF, 0xFF, 0xFF, 0xFF], [0, 0, 0, 0], [0, 0, 0, 1], [0x80, 0, 0, 0]][round % 4]
+                let extreme: [UInt8] = [[0xFF, 0xFF, 0xFF, 0xFF], [0, 0, 0, 0], [0, 0, 0, 1], [0x80, 0, 0, 0]][
+                    round % 4]
                 for i in 0..<4 where at + i < bytes.count { bytes[at + i] = extreme[i] }
             case 2:  // truncate
                 bytes = Array(bytes.prefix(Int(rng.next() % UInt64(bytes.count + 1))))
             case 3:  // insert or delete a run
                 let at = Int(rng.next() % UInt64(bytes.count + 1))
                 if rng.next() % 2 == 0 {
-                    bytes.insert(contentsOf: (0..<Int(rng.next() % 16)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }, at: at)
+                    bytes.insert(
+                        contentsOf: (0..<Int(rng.next() % 16)).map { _ in UInt8(truncatingIfNeeded: rng.next()) },
+                        at: at)
                 } else {
                     bytes.removeSubrange(at..<min(bytes.count, at + Int(rng.next() % 16)))
                 }

@@ -24,7 +24,8 @@ enum StructureSamples {
     static func animatedGIF(frames: Int) -> [UInt8] {
         var bytes = S.ascii("GIF89a") + S.le16(1) + S.le16(1) + [0x80, 0, 0] + [0xFF, 0xFF, 0xFF, 0, 0, 0]
         bytes += [0x21, 0xFF, 11] + S.ascii("NETSCAPE2.0") + [3, 1, 0, 0, 0]
-        let frame: [UInt8] = [0x21, 0xF9, 4, 0, 1, 0, 0, 0] + [0x2C] + S.le16(0) + S.le16(0) + S.le16(1)
+        let frame: [UInt8] =
+            [0x21, 0xF9, 4, 0, 1, 0, 0, 0] + [0x2C] + S.le16(0) + S.le16(0) + S.le16(1)
             + S.le16(1) + [0] + [2, 2, 0x44, 0x01, 0]
         bytes.reserveCapacity(bytes.count + frame.count * frames + 1)
         for _ in 0..<frames { bytes += frame }
@@ -35,7 +36,8 @@ enum StructureSamples {
     static func rle8BMP() -> [UInt8] {
         let palette = [UInt8](repeating: 0, count: 4 * 256)
         let pixels: [UInt8] = [1, 7, 0, 3, 1, 2, 3, 0, 0, 0, 4, 9, 0, 1]
-        let header = S.le32(40) + S.le32(4) + S.le32(2) + S.le16(1) + S.le16(8) + S.le32(1) + S.le32(pixels.count)
+        let header =
+            S.le32(40) + S.le32(4) + S.le32(2) + S.le16(1) + S.le16(8) + S.le32(1) + S.le32(pixels.count)
             + S.le32(2835) + S.le32(2835) + S.le32(256) + S.le32(0)
         let offset = 14 + header.count + palette.count
         return S.ascii("BM") + S.le32(offset + pixels.count) + [0, 0, 0, 0] + S.le32(offset) + header + palette
@@ -115,10 +117,12 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         secondSOI[eoi + 1] = 0xD8
         #expect(ImageSniffer.checkStructure(secondSOI, format: .jpeg) == .corrupt(reason: "JPEG has a second SOI"))
         // EOI right after the frame header's tables, before any scan.
-        let noScan = [0xFF, 0xD8] + S.jpegSegment(0xDB, [0] + [UInt8](repeating: 1, count: 64))
+        let noScan =
+            [0xFF, 0xD8] + S.jpegSegment(0xDB, [0] + [UInt8](repeating: 1, count: 64))
             + S.jpegSegment(0xC0, [8, 0, 8, 0, 8, 1, 1, 0x11, 0]) + [0xFF, 0xD9]
-        #expect(ImageSniffer.checkStructure(noScan, format: .jpeg)
-            == .corrupt(reason: "JPEG ends before its first scan"))
+        #expect(
+            ImageSniffer.checkStructure(noScan, format: .jpeg)
+                == .corrupt(reason: "JPEG ends before its first scan"))
     }
 
     @Test func aGIFWithoutItsTrailerIsTruncatedAndAStrayByteAfterAFrameEndsIt() {
@@ -128,15 +132,17 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         #expect(ImageSniffer.checkStructure(gif + [0x00], format: .gif) == nil)
         // Before any frame, a byte that starts no block is refused.
         let screenOnly = Array(gif.prefix(19))
-        #expect(ImageSniffer.checkStructure(screenOnly + [0x00, 0x3B], format: .gif)
-            == .corrupt(reason: "GIF block of unknown type"))
+        #expect(
+            ImageSniffer.checkStructure(screenOnly + [0x00, 0x3B], format: .gif)
+                == .corrupt(reason: "GIF block of unknown type"))
     }
 
     @Test func aWebPChunkOverrunningItsRIFFIsCorrupt() {
         var webp = S.webpLossy(width: 40, height: 30)
         webp[16] &+= 2  // the VP8 chunk's size, now past the RIFF size
-        #expect(ImageSniffer.checkStructure(webp, format: .webp)
-            == .corrupt(reason: "WebP chunk overruns the RIFF size"))
+        #expect(
+            ImageSniffer.checkStructure(webp, format: .webp)
+                == .corrupt(reason: "WebP chunk overruns the RIFF size"))
     }
 
     @Test func aTIFFStripOutsideTheFileIsTruncated() {
@@ -151,8 +157,9 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         #expect(ImageSniffer.checkStructure(heic + [0, 0, 0, 8] + S.ascii("free"), format: .heic) == nil)
         // The mdat box cut off: its extent is gone, although every box left is whole.
         let withoutData = Array(heic.prefix(heic.count - 12))
-        #expect(ImageSniffer.checkStructure(withoutData, format: .heic)
-            == .truncated(reason: "heic ends before its end"))
+        #expect(
+            ImageSniffer.checkStructure(withoutData, format: .heic)
+                == .truncated(reason: "heic ends before its end"))
     }
 
     /// A walk that moves forward at least a byte a step: thousands of frames cost a linear walk.
@@ -170,8 +177,9 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
             let view = ImageSniffer.ByteView(raw)
             for start in 0..<9 {
                 for count in stride(from: 0, through: 290, by: 7) {
-                    #expect(ImageSniffer.crc32Sliced(view, from: start, count: count)
-                        == S.crc32(Array(bytes[start..<(start + count)])))
+                    #expect(
+                        ImageSniffer.crc32Sliced(view, from: start, count: count)
+                            == S.crc32(Array(bytes[start..<(start + count)])))
                 }
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The pure parts of `publish --jsonl`: the line reader, the check of a line, the confirmed prefix
@@ -23,9 +24,12 @@ import Testing
     @Test func readsLinesAcrossChunksWithCRLFAndNoFinalNewline() {
         for chunk in [1, 2, 3, 7, 64] {
             let got = lines("ab\r\n\ncd\nlast", chunk: chunk)
-            #expect(got == [.text(number: 1, bytes: Array("ab".utf8)), .text(number: 2, bytes: []),
-                            .text(number: 3, bytes: Array("cd".utf8)), .text(number: 4, bytes: Array("last".utf8))],
-                    "chunk \(chunk)")
+            #expect(
+                got == [
+                    .text(number: 1, bytes: Array("ab".utf8)), .text(number: 2, bytes: []),
+                    .text(number: 3, bytes: Array("cd".utf8)), .text(number: 4, bytes: Array("last".utf8)),
+                ],
+                "chunk \(chunk)")
         }
     }
 
@@ -33,12 +37,16 @@ import Testing
         let long = String(repeating: "x", count: 100)
         for chunk in [1, 5, 64] {
             let got = lines("ok\n\(long)\nafter\n\(long)", maxBytes: 16, chunk: chunk)
-            #expect(got == [.text(number: 1, bytes: Array("ok".utf8)), .oversized(number: 2, length: 100),
-                            .text(number: 3, bytes: Array("after".utf8)), .oversized(number: 4, length: 100)],
-                    "chunk \(chunk)")
+            #expect(
+                got == [
+                    .text(number: 1, bytes: Array("ok".utf8)), .oversized(number: 2, length: 100),
+                    .text(number: 3, bytes: Array("after".utf8)), .oversized(number: 4, length: 100),
+                ],
+                "chunk \(chunk)")
         }
         // Exactly at the limit is fine, one byte over is not.
-        #expect(lines(String(repeating: "y", count: 16) + "\r\n", maxBytes: 16)
+        #expect(
+            lines(String(repeating: "y", count: 16) + "\r\n", maxBytes: 16)
                 == [.text(number: 1, bytes: Array(String(repeating: "y", count: 16).utf8))])
         #expect(lines(String(repeating: "y", count: 17), maxBytes: 16) == [.oversized(number: 1, length: 17)])
     }

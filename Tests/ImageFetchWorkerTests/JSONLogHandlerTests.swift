@@ -24,10 +24,12 @@ struct JSONLogHandlerTests {
     @Test func aJobLineIsOneJSONObjectWithTheStableFields() throws {
         let lines = Lines()
         let logger = Self.logger(lines)
-        logger.info("job finished", metadata: [
-            "job_id": "a\"b\\c\nd", "url_host": "img.example", "outcome": "failed", "duration_ms": "12",
-            "attempt": "1", "error": "http_error",
-        ])
+        logger.info(
+            "job finished",
+            metadata: [
+                "job_id": "a\"b\\c\nd", "url_host": "img.example", "outcome": "failed", "duration_ms": "12",
+                "attempt": "1", "error": "http_error",
+            ])
         let line = try #require(lines.all.first)
         #expect(lines.all.count == 1)
         #expect(line.last == UInt8(ascii: "\n"))
@@ -41,15 +43,21 @@ struct JSONLogHandlerTests {
         #expect(object["outcome"] as? String == "failed")
         #expect(object["duration_ms"] as? String == "12")
         let time = try #require(object["time"] as? String)
-        #expect(time.range(of: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"#,
-                           options: .regularExpression) != nil, "RFC 3339: \(time)")
+        #expect(
+            time.range(
+                of: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"#,
+                options: .regularExpression) != nil, "RFC 3339: \(time)")
     }
 
     @Test func controlCharactersAndUnicodeStayValidAndMetadataCannotReplaceFixedFields() throws {
         let lines = Lines()
         let logger = Self.logger(lines, level: .debug)
-        logger.debug("tab\there \u{01} bell \u{7F} é ✓ \r end", metadata: ["message": "spoof", "level": "critical",
-                                                                        "list": ["a", "b"], "nested": ["k": "v"]])
+        logger.debug(
+            "tab\there \u{01} bell \u{7F} é ✓ \r end",
+            metadata: [
+                "message": "spoof", "level": "critical",
+                "list": ["a", "b"], "nested": ["k": "v"],
+            ])
         let line = try #require(lines.all.first)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any])
         #expect(object["message"] as? String == "tab\there \u{01} bell \u{7F} é ✓ \r end")

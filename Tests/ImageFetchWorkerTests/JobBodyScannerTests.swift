@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct JobBodyScannerTests {
@@ -7,36 +8,41 @@ import Testing
     }
 
     @Test func readsTheCommonShapes() {
-        #expect(scan(#"{"id":"42","url":"https://example.com/a.png"}"#)
-            == .init(id: "42", url: "https://example.com/a.png", key: nil))
-        #expect(scan(#" { "id" : 7 , "url" : "http://h/x" , "key" : "a/b.png" , "extra" : true } "#)
-            == .init(id: "7", url: "http://h/x", key: "a/b.png"))
-        #expect(scan(#"{"id":-12,"url":"u","key":null,"n":0,"f":false,"z":null}"#)
-            == .init(id: "-12", url: "u", key: nil))
+        #expect(
+            scan(#"{"id":"42","url":"https://example.com/a.png"}"#)
+                == .init(id: "42", url: "https://example.com/a.png", key: nil))
+        #expect(
+            scan(#" { "id" : 7 , "url" : "http://h/x" , "key" : "a/b.png" , "extra" : true } "#)
+                == .init(id: "7", url: "http://h/x", key: "a/b.png"))
+        #expect(
+            scan(#"{"id":-12,"url":"u","key":null,"n":0,"f":false,"z":null}"#)
+                == .init(id: "-12", url: "u", key: nil))
         #expect(scan(#"{"url":"http://h/é"}"#) == .init(id: nil, url: "http://h/é", key: nil))
         #expect(scan("{}") == .init())
     }
 
     @Test func leavesEverythingElseToTheDecoder() {
         for body in [
-            #"{"id":"a\/b","url":"u"}"#,          // an escape
-            #"{"id":"1","url":"u","meta":{}}"#,   // a nested value
+            #"{"id":"a\/b","url":"u"}"#,  // an escape
+            #"{"id":"1","url":"u","meta":{}}"#,  // a nested value
             #"{"id":"1","url":"u","list":[]}"#,
-            #"{"id":1.5,"url":"u"}"#,             // a fraction
+            #"{"id":1.5,"url":"u"}"#,  // a fraction
             #"{"id":1e3,"url":"u"}"#,
-            #"{"id":01,"url":"u"}"#,              // a leading zero
+            #"{"id":01,"url":"u"}"#,  // a leading zero
             #"{"id":99999999999999999999,"url":"u"}"#,
-            #"{"id":"1","id":"2","url":"u"}"#,    // a repeated key
-            #"{"id":true,"url":"u"}"#,            // schema mismatches
+            #"{"id":"1","id":"2","url":"u"}"#,  // a repeated key
+            #"{"id":true,"url":"u"}"#,  // schema mismatches
             #"{"id":"1","url":5}"#,
             #"{"id":"1","key":false}"#,
             #"["id"]"#, "", "   ", "{", #"{"id":"1""#, #"{"id":"1",}"#, #"{"id":"1"} x"#, #"{"id":tru}"#,
-            "{\"id\":\"a\u{1}b\"}",              // a control character
+            "{\"id\":\"a\u{1}b\"}",  // a control character
         ] {
             #expect(scan(body) == nil, "\(body)")
         }
-        #expect(JobBodyScanner.scan([0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D]) == nil, "invalid UTF-8")
-        #expect(JobBodyScanner.scan([0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x22, 0x61, 0xC3, 0x22, 0x7D]) == nil, "cut UTF-8")
+        #expect(
+            JobBodyScanner.scan([0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x22, 0xFF, 0x22, 0x7D]) == nil, "invalid UTF-8")
+        #expect(
+            JobBodyScanner.scan([0x7B, 0x22, 0x69, 0x64, 0x22, 0x3A, 0x22, 0x61, 0xC3, 0x22, 0x7D]) == nil, "cut UTF-8")
         // Many keys go to the decoder, which reads them in linear time.
         let many = "{" + (0..<100_000).map { "\"k\($0)\":0" }.joined(separator: ",") + ",\"url\":\"u\"}"
         #expect(scan(many) == nil)
@@ -60,7 +66,8 @@ import Testing
             let count = Int.random(in: 0...4, using: &random)
             for index in 0..<count {
                 if index > 0 { text += "," + spaces.randomElement(using: &random)! }
-                text += "\"\(keys.randomElement(using: &random)!)\"" + spaces.randomElement(using: &random)! + ":"
+                text +=
+                    "\"\(keys.randomElement(using: &random)!)\"" + spaces.randomElement(using: &random)! + ":"
                     + spaces.randomElement(using: &random)! + values.randomElement(using: &random)!
             }
             text += spaces.randomElement(using: &random)! + "}"
@@ -68,7 +75,9 @@ import Testing
             var bytes = Array(text.utf8)
             switch Int.random(in: 0..<10, using: &random) {
             case 0 where !bytes.isEmpty: bytes.removeLast(Int.random(in: 1...bytes.count, using: &random))
-            case 1: bytes.insert(UInt8.random(in: 0...255, using: &random), at: Int.random(in: 0...bytes.count, using: &random))
+            case 1:
+                bytes.insert(
+                    UInt8.random(in: 0...255, using: &random), at: Int.random(in: 0...bytes.count, using: &random))
             default: break
             }
             guard let scanned = JobBodyScanner.scan(bytes) else { continue }
@@ -77,7 +86,9 @@ import Testing
             case .success(let decoded):
                 #expect(scanned == decoded, "\(String(decoding: bytes, as: UTF8.self))")
             case .failure(let error):
-                Issue.record("the scanner answered \(scanned) where the decoder failed (\(error.message)): \(String(decoding: bytes, as: UTF8.self))")
+                Issue.record(
+                    "the scanner answered \(scanned) where the decoder failed (\(error.message)): \(String(decoding: bytes, as: UTF8.self))"
+                )
             }
         }
         #expect(answered > 500, "the scanner should answer for the plain bodies")

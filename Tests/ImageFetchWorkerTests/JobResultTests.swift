@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct JobResultTests {
@@ -9,7 +10,8 @@ import Testing
 
     @Test func okResultCarriesTheContract() throws {
         let job = Job(id: "j\"1", url: "https://example.com/a.png?q=\n", attempt: 2, redelivered: true)
-        var result = JobResult(job: job, status: .ok, durationMs: 12.3456, worker: "host-1", finishedAt: 1_700_000_000.25)
+        var result = JobResult(
+            job: job, status: .ok, durationMs: 12.3456, worker: "host-1", finishedAt: 1_700_000_000.25)
         result.httpStatus = 200
         result.contentType = "image/png"
         result.image = ImageInfo(format: .png, width: 640, height: 480)
@@ -55,7 +57,8 @@ import Testing
     }
 
     @Test func controlCharactersAreEscaped() throws {
-        let result = JobResult(job: Job(id: "\u{01}\u{7f}\t", url: "\\"), status: .ok, durationMs: 0, worker: "w", finishedAt: 0)
+        let result = JobResult(
+            job: Job(id: "\u{01}\u{7f}\t", url: "\\"), status: .ok, durationMs: 0, worker: "w", finishedAt: 0)
         let json = try decode(result.encoded())
         #expect(json["id"] as? String == "\u{01}\u{7f}\t")
         #expect(json["url"] as? String == "\\")
@@ -66,9 +69,10 @@ import Testing
     @Test func encodingFitsTheReservedCapacity() throws {
         let url = "http://127.0.0.1:18080/img.png"
         func filled(_ fill: (inout JobResult) -> Void) -> JobResult {
-            var result = JobResult(job: Job(id: "job-0000012345", url: url, attempt: 12, redelivered: true),
-                                   status: .ok, durationMs: 123_456.789, worker: "image-fetch-worker-7d9f8b6c5-x2k4q",
-                                   finishedAt: 1_700_000_000.25)
+            var result = JobResult(
+                job: Job(id: "job-0000012345", url: url, attempt: 12, redelivered: true),
+                status: .ok, durationMs: 123_456.789, worker: "image-fetch-worker-7d9f8b6c5-x2k4q",
+                finishedAt: 1_700_000_000.25)
             result.httpStatus = 200
             result.contentType = "image/png"
             result.bytes = 12_000_000
@@ -76,8 +80,9 @@ import Testing
             result.location = "file:///tmp/ifw-bench.abcdef/images/\(String(repeating: "ab", count: 32)).png"
             result.finalURL = url
             result.redirects = 5
-            result.timings = FetchTimings(dnsMs: 1.234, connectMs: 12.345, tlsMs: 123.456, ttfbMs: 1234.567,
-                                          totalMs: 12345.678)
+            result.timings = FetchTimings(
+                dnsMs: 1.234, connectMs: 12.345, tlsMs: 123.456, ttfbMs: 1234.567,
+                totalMs: 12345.678)
             fill(&result)
             return result
         }
@@ -90,7 +95,10 @@ import Testing
         let results = [
             filled { _ in },
             filled { $0.image = everyFact },
-            filled { $0.status = .failed; $0.error = JobError(.tooManyPixels, String(repeating: "m", count: 90)) },
+            filled {
+                $0.status = .failed
+                $0.error = JobError(.tooManyPixels, String(repeating: "m", count: 90))
+            },
         ]
         for result in results {
             let encoded = result.encoded()

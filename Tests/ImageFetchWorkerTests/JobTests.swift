@@ -1,8 +1,10 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct JobTests {
-    func delivery(_ body: String, properties: AMQPProperties = AMQPProperties(), redelivered: Bool = false) -> Delivery {
+    func delivery(_ body: String, properties: AMQPProperties = AMQPProperties(), redelivered: Bool = false) -> Delivery
+    {
         Delivery(tag: 1, epoch: 1, redelivered: redelivered, properties: properties, body: Array(body.utf8))
     }
 
@@ -11,10 +13,16 @@ import Testing
         properties.replyTo = "replies"
         properties.correlationID = "c-1"
         properties.headers = ["x-attempt": .int(3), "x-first-seen": .string("2026-01-01T00:00:00.000Z")]
-        let job = try Job.decode(delivery(#"{"id":"j1","url":"https://example.com/a.png","key":"a/b.png"}"#,
-                                          properties: properties, redelivered: true)).get()
-        #expect(job == Job(id: "j1", url: "https://example.com/a.png", key: "a/b.png", replyTo: "replies",
-                           correlationID: "c-1", attempt: 3, firstSeen: "2026-01-01T00:00:00.000Z", redelivered: true))
+        let job = try Job.decode(
+            delivery(
+                #"{"id":"j1","url":"https://example.com/a.png","key":"a/b.png"}"#,
+                properties: properties, redelivered: true)
+        ).get()
+        #expect(
+            job
+                == Job(
+                    id: "j1", url: "https://example.com/a.png", key: "a/b.png", replyTo: "replies",
+                    correlationID: "c-1", attempt: 3, firstSeen: "2026-01-01T00:00:00.000Z", redelivered: true))
     }
 
     @Test func idFallsBackToMessageID() throws {

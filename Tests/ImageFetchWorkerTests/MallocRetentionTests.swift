@@ -1,11 +1,13 @@
+import Foundation
+import Testing
+
+@testable import ImageFetchWorker
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Foundation
-import Testing
-@testable import ImageFetchWorker
 
 @Suite struct MallocRetentionTests {
     @Test(arguments: [
@@ -41,7 +43,8 @@ import Testing
     /// Whether malloc is glibc's: AddressSanitizer (the build in docs/reliability.md, "Leaks and
     /// memory errors") brings an allocator of its own, which ignores mallopt (and says so);
     /// ThreadSanitizer's allocator ignores it too, while glibc's mallopt still reports success.
-    static let mallocIsGlibcs = dlsym(nil, "__asan_init") == nil && dlsym(nil, "__tsan_init") == nil  // nil: RTLD_DEFAULT
+    /// (`dlsym(nil, …)`: RTLD_DEFAULT.)
+    static let mallocIsGlibcs = dlsym(nil, "__asan_init") == nil && dlsym(nil, "__tsan_init") == nil
     static let isAddressSanitized = dlsym(nil, "__asan_init") != nil
 
     /// Set in the child test process that `applyingIt...` starts; the tests that change the
@@ -53,7 +56,9 @@ import Testing
     @Test(.enabled(if: !isChild, "the parent of the child process"))
     func applyingItIsTestedInAChildProcess() throws {
         let binary = try #require(CommandLine.arguments.first)
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-malloc-child-\(UUID().uuidString).log").path
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ifw-malloc-child-\(UUID().uuidString).log"
+        ).path
         defer { try? FileManager.default.removeItem(atPath: log) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -62,7 +67,9 @@ import Testing
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let arguments = [binary, "--testing-library", "swift-testing", "--filter", "MallocRetentionTests/InTheChild"]
         let argv = arguments.map { strdup($0) } + [nil]
-        let environment = ProcessInfo.processInfo.environment.merging(["IFW_MALLOC_RETENTION_CHILD": "1"]) { _, new in new }
+        let environment = ProcessInfo.processInfo.environment.merging(["IFW_MALLOC_RETENTION_CHILD": "1"]) { _, new in
+            new
+        }
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
@@ -72,11 +79,16 @@ import Testing
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect(status == 0, "the child test process failed (wait status \(status)):\n\(text.suffix(4000))")
         // The child ran the tests, rather than finding none to run.
-        #expect(text.contains("freedBlocksAreReusedWithoutPageFaults") && text.contains("anotherAllocatorIsReportedAsUnsupported"),
-                "the child did not run the tests:\n\(text.suffix(2000))")
+        #expect(
+            text.contains("freedBlocksAreReusedWithoutPageFaults")
+                && text.contains("anotherAllocatorIsReportedAsUnsupported"),
+            "the child did not run the tests:\n\(text.suffix(2000))")
     }
 
-    @Suite(.enabled(if: MallocRetentionTests.isChild, "runs in the child process that applyingItIsTestedInAChildProcess starts"))
+    @Suite(
+        .enabled(
+            if: MallocRetentionTests.isChild, "runs in the child process that applyingItIsTestedInAChildProcess starts")
+    )
     struct InTheChild {
         @Test(.enabled(if: MallocRetentionTests.isAddressSanitized, "only under AddressSanitizer's allocator"))
         func anotherAllocatorIsReportedAsUnsupported() {

@@ -1,6 +1,7 @@
 import Foundation
-@testable import ImageFetchWorker
 import Testing
+
+@testable import ImageFetchWorker
 
 /// The `depth --management-url` client, without a broker: URL handling, credentials and parsing.
 struct ManagementAPITests {
@@ -12,14 +13,17 @@ struct ManagementAPITests {
         #expect(api.baseURL == "http://rabbit:15672")
         #expect(!api.description.contains("p@ss"))
         #expect(!api.description.contains("p%40ss"))
-        #expect(api.queueURL(vhost: "/", name: "image-fetch.jobs") == "http://rabbit:15672/api/queues/%2F/image-fetch.jobs")
+        #expect(
+            api.queueURL(vhost: "/", name: "image-fetch.jobs") == "http://rabbit:15672/api/queues/%2F/image-fetch.jobs")
     }
 
     @Test func credentialsFallBackToTheBrokerURL() throws {
         let api = try ManagementAPI(url: "https://rabbit.internal/rabbitmq", fallback: amqp)
         #expect(api.user == "worker")
         #expect(!api.description.contains("amqp-secret"))
-        #expect(api.queueURL(vhost: "orders/eu", name: "a b") == "https://rabbit.internal/rabbitmq/api/queues/orders%2Feu/a%20b")
+        #expect(
+            api.queueURL(vhost: "orders/eu", name: "a b")
+                == "https://rabbit.internal/rabbitmq/api/queues/orders%2Feu/a%20b")
     }
 
     @Test(arguments: ["rabbit:15672", "amqp://rabbit:15672", "ftp://x/", "http://"])
@@ -28,15 +32,21 @@ struct ManagementAPITests {
     }
 
     @Test func queueStatsAreReadFromTheManagementJSON() throws {
-        let body = Array("""
+        let body = Array(
+            """
             {"name":"image-fetch.jobs","messages":40,"messages_ready":30,"messages_unacknowledged":10,"consumers":3,
              "message_stats":{"publish":100,"publish_details":{"rate":12.5},"deliver_get_details":{"rate":11.25},
              "ack_details":{"rate":11}}}
             """.utf8)
         let stats = try #require(ManagementAPI.QueueStats.parse(body))
-        #expect(stats == ManagementAPI.QueueStats(ready: 30, unacked: 10, consumers: 3, publishRate: 12.5,
-                                                  deliverRate: 11.25, ackRate: 11))
-        let idle = try #require(ManagementAPI.QueueStats.parse(Array(#"{"messages_ready":0,"messages_unacknowledged":0,"consumers":0}"#.utf8)))
+        #expect(
+            stats
+                == ManagementAPI.QueueStats(
+                    ready: 30, unacked: 10, consumers: 3, publishRate: 12.5,
+                    deliverRate: 11.25, ackRate: 11))
+        let idle = try #require(
+            ManagementAPI.QueueStats.parse(
+                Array(#"{"messages_ready":0,"messages_unacknowledged":0,"consumers":0}"#.utf8)))
         #expect(idle.publishRate == nil)
         #expect(ManagementAPI.QueueStats.parse(Array("[]".utf8)) == nil)
     }
@@ -45,19 +55,24 @@ struct ManagementAPITests {
 /// The `depth` command's output and `--max-ready` decision.
 struct QueueDepthTests {
     let rows = [
-        QueueDepth.Row(queue: "jobs", ready: 12, consumers: 3, unacked: 96, publishRate: 40, deliverRate: 38.5, ackRate: 38.5),
+        QueueDepth.Row(
+            queue: "jobs", ready: 12, consumers: 3, unacked: 96, publishRate: 40, deliverRate: 38.5, ackRate: 38.5),
         QueueDepth.Row(queue: "jobs.retry.5s", ready: 0, consumers: 0),
         QueueDepth.Row(queue: "dead\"q", ready: nil, consumers: nil),
     ]
 
     @Test func jsonIsValidWithNullsForMissingValues() throws {
-        let plain = try #require(try JSONSerialization.jsonObject(with: Data(QueueDepth.json(rows, management: false).utf8)) as? [[String: Any]])
+        let plain = try #require(
+            try JSONSerialization.jsonObject(with: Data(QueueDepth.json(rows, management: false).utf8))
+                as? [[String: Any]])
         #expect(plain.count == 3)
         #expect(plain[0]["ready"] as? Int == 12)
         #expect(plain[0]["unacked"] == nil, "management fields only with --management-url")
         #expect(plain[2]["queue"] as? String == "dead\"q")
         #expect(plain[2]["ready"] is NSNull)
-        let full = try #require(try JSONSerialization.jsonObject(with: Data(QueueDepth.json(rows, management: true).utf8)) as? [[String: Any]])
+        let full = try #require(
+            try JSONSerialization.jsonObject(with: Data(QueueDepth.json(rows, management: true).utf8))
+                as? [[String: Any]])
         #expect(full[0]["unacked"] as? Int == 96)
         #expect(full[0]["deliver_rate"] as? Double == 38.5)
         #expect(full[1]["publish_rate"] is NSNull)
@@ -66,9 +81,13 @@ struct QueueDepthTests {
     @Test func tableHasAColumnPerField() {
         let table = QueueDepth.table(rows, management: true).split(separator: "\n").map(String.init)
         #expect(table.count == 4)
-        #expect(table[0].split(separator: " ", omittingEmptySubsequences: true)
+        #expect(
+            table[0].split(separator: " ", omittingEmptySubsequences: true)
                 == ["QUEUE", "READY", "CONSUMERS", "UNACKED", "PUBLISH/S", "DELIVER/S", "ACK/S"])
-        #expect(table[1].split(separator: " ", omittingEmptySubsequences: true) == ["jobs", "12", "3", "96", "40.0", "38.5", "38.5"])
+        #expect(
+            table[1].split(separator: " ", omittingEmptySubsequences: true) == [
+                "jobs", "12", "3", "96", "40.0", "38.5", "38.5",
+            ])
         #expect(table[3].hasSuffix("-"))
     }
 

@@ -9,8 +9,12 @@ import Testing
     }
 
     @Test func isReadFromTheEnvironmentAndTheFlag() throws {
-        #expect(try ConfigurationLoader.load(arguments: [], environment: ["QUEUE_MAX_JOB_BYTES": "65536"]).queue.maxJobBytes == 65536)
-        #expect(try ConfigurationLoader.load(arguments: ["--queue-max-job-bytes", "2048"], environment: [:]).queue.maxJobBytes == 2048)
+        #expect(
+            try ConfigurationLoader.load(arguments: [], environment: ["QUEUE_MAX_JOB_BYTES": "65536"]).queue.maxJobBytes
+                == 65536)
+        #expect(
+            try ConfigurationLoader.load(arguments: ["--queue-max-job-bytes", "2048"], environment: [:]).queue
+                .maxJobBytes == 2048)
     }
 
     @Test(arguments: ["0", "-1", "1MiB", "536870913", ""])

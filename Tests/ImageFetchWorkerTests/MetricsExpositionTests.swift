@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct MetricsExpositionTests {
@@ -39,7 +40,8 @@ import Testing
 
     @Test func parsesProcSelfStatWithSpacesAndParenthesesInTheName() throws {
         // proc(5) fields 1-24; the name "(a b) c" holds a space and a ')'.
-        let text = "4242 ((a b) c) S 1 4242 4242 0 -1 4194560 900 0 0 0 150 50 0 0 20 0 9 0 123456 987654321 2048 "
+        let text =
+            "4242 ((a b) c) S 1 4242 4242 0 -1 4194560 900 0 0 0 150 50 0 0 20 0 9 0 123456 987654321 2048 "
             + "18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 17 1 0 0 0 0 0\n"
         let stat = try #require(ProcessMetrics.Stat(parsing: text[...]))
         #expect(stat.cpuTicks == 200)
@@ -51,7 +53,8 @@ import Testing
     }
 
     @Test func parsesBootTime() {
-        #expect(ProcessMetrics.bootTime(parsing: "cpu  1 2 3\nintr 5\nbtime 1763942400\nprocesses 9\n"[...]) == 1763942400)
+        #expect(
+            ProcessMetrics.bootTime(parsing: "cpu  1 2 3\nintr 5\nbtime 1763942400\nprocesses 9\n"[...]) == 1763942400)
         #expect(ProcessMetrics.bootTime(parsing: "cpu 1\n"[...]) == nil)
     }
 
@@ -83,8 +86,9 @@ import Testing
     @Test func processMetricsAgreeWithProcSelf() throws {
         let values = Self.values(String(decoding: WorkerMetrics(concurrency: 1).render(), as: UTF8.self))
         let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-        let rssKiB = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
-            .flatMap { Double($0.split(separator: " ")[1]) })
+        let rssKiB = try #require(
+            status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+                .flatMap { Double($0.split(separator: " ")[1]) })
         let rss = try #require(values["process_resident_memory_bytes"])
         #expect(abs(rss - rssKiB * 1024) <= 0.1 * rssKiB * 1024, "RSS \(rss) against VmRSS \(rssKiB) KiB")
         #expect(try #require(values["process_virtual_memory_bytes"]) >= rss)

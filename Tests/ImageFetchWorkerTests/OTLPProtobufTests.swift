@@ -48,12 +48,17 @@ import Tracing
     }
 
     @Test func aSpanCarriesItsIdsInTheHexFormsByteOrder() throws {
-        let trace = try #require(TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-                                              tracestate: nil))
-        let span = FinishedSpan(name: "s", kind: .client, trace: trace.child(spanID: 0x0102_0304_0506_0708),
-                                parentSpanID: trace.spanID, start: 1, end: 2, attributes: [], status: nil, events: [])
+        let trace = try #require(
+            TraceContext(
+                traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                tracestate: nil))
+        let span = FinishedSpan(
+            name: "s", kind: .client, trace: trace.child(spanID: 0x0102_0304_0506_0708),
+            parentSpanID: trace.spanID, start: 1, end: 2, attributes: [], status: nil, events: [])
         let bytes = OTLPProtobuf.encode([span], resource: [])
-        let traceID: [UInt8] = [0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36]
+        let traceID: [UInt8] = [
+            0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
+        ]
         #expect(bytes.contains(subsequence: [0x0a, 0x10] + traceID))
         #expect(bytes.contains(subsequence: [0x12, 0x08, 1, 2, 3, 4, 5, 6, 7, 8]))
         #expect(bytes.contains(subsequence: [0x22, 0x08, 0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]))

@@ -23,14 +23,19 @@ struct RedrivePolicyTests {
         let timeouts = RedrivePolicy(code: "timeout")
         #expect([old, recent, dns, undated].map { timeouts.selects($0, now: Self.now) } == [true, true, false, true])
         let olderThanAnHour = RedrivePolicy(olderThan: 3600)
-        #expect([old, recent, dns, undated].map { olderThanAnHour.selects($0, now: Self.now) } == [true, false, true, false])
+        #expect(
+            [old, recent, dns, undated].map { olderThanAnHour.selects($0, now: Self.now) } == [
+                true, false, true, false,
+            ])
         let both = RedrivePolicy(code: "timeout", olderThan: 3600)
         #expect([old, recent, dns, undated].map { both.selects($0, now: Self.now) } == [true, false, false, false])
     }
 
     @Test func ageFallsBackToTheBrokersDeadLetterTime() {
         var properties = AMQPProperties()
-        properties.headers["x-death"] = .array([.table(["time": .int(Int64(Self.now - 100)), "reason": .string("rejected")])])
+        properties.headers["x-death"] = .array([
+            .table(["time": .int(Int64(Self.now - 100)), "reason": .string("rejected")])
+        ])
         #expect(RedrivePolicy.age(of: properties, now: Self.now) == 100)
         #expect(RedrivePolicy.age(of: AMQPProperties(), now: Self.now) == nil)
     }
@@ -51,10 +56,11 @@ struct RedrivePolicyTests {
         #expect(copy.correlationID == "req-7")
         #expect(copy.replyTo == "replies")
         #expect(copy.timestamp == properties.timestamp)
-        #expect(copy.headers == [
-            "tenant": .string("acme"), "x-redrive-count": .int(1), "x-redriven-code": .string("timeout"),
-            "x-redriven-at": .string(RFC3339.format(Self.now)),
-        ])
+        #expect(
+            copy.headers == [
+                "tenant": .string("acme"), "x-redrive-count": .int(1), "x-redriven-code": .string("timeout"),
+                "x-redriven-at": .string(RFC3339.format(Self.now)),
+            ])
         let again = RedrivePolicy.redriven(copy, now: Self.now)
         #expect(again.headers["x-redrive-count"] == .int(2))
         #expect(again.headers["x-redriven-code"] == nil)

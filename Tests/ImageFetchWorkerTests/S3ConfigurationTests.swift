@@ -10,11 +10,15 @@ struct S3ConfigurationTests {
     }
 
     private func error(_ environment: [String: String]) -> ConfigurationError? {
-        #expect(throws: ConfigurationError.self) { try ConfigurationLoader.load(arguments: [], environment: environment) }
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(arguments: [], environment: environment)
+        }
     }
 
-    static let minimal = ["STORAGE_KIND": "s3", "S3_BUCKET": "images", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
-                          "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"]
+    static let minimal = [
+        "STORAGE_KIND": "s3", "S3_BUCKET": "images", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    ]
 
     @Test func defaults() throws {
         let s3 = try load(Self.minimal).s3
@@ -25,7 +29,8 @@ struct S3ConfigurationTests {
         #expect(s3.accessKeyID == "AKIDEXAMPLE")
         #expect(s3.secretAccessKey == "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
         #expect(s3.sessionToken == nil)
-        #expect(try load(Self.minimal.merging(["S3_REGION": "eu-west-3"]) { _, new in new }).s3.resolvedEndpoint
+        #expect(
+            try load(Self.minimal.merging(["S3_REGION": "eu-west-3"]) { _, new in new }).s3.resolvedEndpoint
                 == "https://s3.eu-west-3.amazonaws.com")
         // Without storage.kind=s3 nothing is required.
         #expect(try load([:]).s3 == WorkerConfiguration.S3())
@@ -83,8 +88,12 @@ struct S3ConfigurationTests {
             #expect(failure?.description.contains(secret) == false)
         }
         #expect(throws: Never.self) {
-            try ConfigurationLoader.load(arguments: [], environment: Self.minimal.merging(
-                ["S3_BUCKET": "Under_Score", "S3_PATH_STYLE": "true", "S3_ENDPOINT": "http://127.0.0.1:9000/"]) { _, new in new })
+            try ConfigurationLoader.load(
+                arguments: [],
+                environment: Self.minimal.merging(
+                    ["S3_BUCKET": "Under_Score", "S3_PATH_STYLE": "true", "S3_ENDPOINT": "http://127.0.0.1:9000/"]) {
+                        _, new in new
+                    })
         }
     }
 
@@ -96,9 +105,13 @@ struct S3ConfigurationTests {
     }
 
     @Test func objectURLs() {
-        #expect(S3Addressing.objectURL(endpoint: "http://127.0.0.1:9000", bucket: "b", key: "img/ab/ab.png", pathStyle: true)
+        #expect(
+            S3Addressing.objectURL(
+                endpoint: "http://127.0.0.1:9000", bucket: "b", key: "img/ab/ab.png", pathStyle: true)
                 == "http://127.0.0.1:9000/b/img/ab/ab.png")
-        #expect(S3Addressing.objectURL(endpoint: "https://s3.eu-west-1.amazonaws.com", bucket: "b", key: "a b/ü+=.png", pathStyle: false)
+        #expect(
+            S3Addressing.objectURL(
+                endpoint: "https://s3.eu-west-1.amazonaws.com", bucket: "b", key: "a b/ü+=.png", pathStyle: false)
                 == "https://b.s3.eu-west-1.amazonaws.com/a%20b/%C3%BC%2B%3D.png")
     }
 
@@ -109,8 +122,9 @@ struct S3ConfigurationTests {
         #expect(safe.utf8.allSatisfy { (0x21...0x7E).contains($0) })
         // Cut at the limit, never inside an escape.
         #expect(S3Addressing.headerSafe("ab\n", limit: 4) == "ab")
-        let headers = S3Addressing.uploadHeaders(contentType: "image/png", sha256: "ab", jobID: "id\r\nx: y",
-                                                 sourceURL: url, sessionToken: "tok")
+        let headers = S3Addressing.uploadHeaders(
+            contentType: "image/png", sha256: "ab", jobID: "id\r\nx: y",
+            sourceURL: url, sessionToken: "tok")
         #expect(headers.allSatisfy { !$0.contains("\r") && !$0.contains("\n") })
         #expect(headers.contains("x-amz-meta-job-id: id%0D%0Ax:%20y"))
         #expect(headers.contains("x-amz-security-token: tok"))

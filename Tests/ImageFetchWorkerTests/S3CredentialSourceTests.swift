@@ -20,8 +20,10 @@ import Testing
     }
 
     @Test func staticKeysWinOverThePlatformsVariables() throws {
-        let s3 = try load(["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ROLE_ARN": "arn:aws:iam::1:role/r",
-                           "AWS_WEB_IDENTITY_TOKEN_FILE": "/nonexistent"])
+        let s3 = try load([
+            "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ROLE_ARN": "arn:aws:iam::1:role/r",
+            "AWS_WEB_IDENTITY_TOKEN_FILE": "/nonexistent",
+        ])
         #expect(s3.temporaryCredentials == nil)
         #expect(s3.accessKeyID == "AKID")
     }
@@ -30,24 +32,40 @@ import Testing
         let token = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-token-\(UUID().uuidString)").path
         try Data("t".utf8).write(to: URL(fileURLWithPath: token))
         defer { try? FileManager.default.removeItem(atPath: token) }
-        let s3 = try load(["AWS_ROLE_ARN": "arn:aws:iam::1:role/r", "AWS_WEB_IDENTITY_TOKEN_FILE": token, "S3_REGION": "eu-west-1"])
-        #expect(s3.temporaryCredentials == .webIdentity(.init(
-            roleARN: "arn:aws:iam::1:role/r", tokenFile: token, sessionName: "image-fetch-worker",
-            stsEndpoint: "https://sts.eu-west-1.amazonaws.com")))
+        let s3 = try load([
+            "AWS_ROLE_ARN": "arn:aws:iam::1:role/r", "AWS_WEB_IDENTITY_TOKEN_FILE": token, "S3_REGION": "eu-west-1",
+        ])
+        #expect(
+            s3.temporaryCredentials
+                == .webIdentity(
+                    .init(
+                        roleARN: "arn:aws:iam::1:role/r", tokenFile: token, sessionName: "image-fetch-worker",
+                        stsEndpoint: "https://sts.eu-west-1.amazonaws.com")))
         #expect(s3.description.contains("web identity"))
         #expect(problem(["AWS_ROLE_ARN": "arn:aws:iam::1:role/r"]).contains("must be set together"))
-        #expect(problem(["AWS_ROLE_ARN": "arn:aws:iam::1:role/r", "AWS_WEB_IDENTITY_TOKEN_FILE": "/nonexistent/t"])
-            .contains("cannot be read"))
+        #expect(
+            problem(["AWS_ROLE_ARN": "arn:aws:iam::1:role/r", "AWS_WEB_IDENTITY_TOKEN_FILE": "/nonexistent/t"])
+                .contains("cannot be read"))
     }
 
     @Test func containerEndpoint() throws {
         let relative = try load(["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/abc"])
-        #expect(relative.temporaryCredentials == .container(.init(
-            url: "http://169.254.170.2/v2/credentials/abc", authorizationToken: nil, authorizationTokenFile: nil)))
-        let full = try load(["AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
-                             "AWS_CONTAINER_AUTHORIZATION_TOKEN": "tok"])
-        #expect(full.temporaryCredentials == .container(.init(
-            url: "http://169.254.170.23/v1/credentials", authorizationToken: "tok", authorizationTokenFile: nil)))
+        #expect(
+            relative.temporaryCredentials
+                == .container(
+                    .init(
+                        url: "http://169.254.170.2/v2/credentials/abc", authorizationToken: nil,
+                        authorizationTokenFile: nil)))
+        let full = try load([
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.23/v1/credentials",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "tok",
+        ])
+        #expect(
+            full.temporaryCredentials
+                == .container(
+                    .init(
+                        url: "http://169.254.170.23/v1/credentials", authorizationToken: "tok",
+                        authorizationTokenFile: nil)))
         #expect(try load(["AWS_CONTAINER_CREDENTIALS_FULL_URI": "https://creds.example/x"]).temporaryCredentials != nil)
         for untrusted in ["http://10.0.0.5/creds", "http://example.com/creds", "ftp://127.0.0.1/"] {
             let text = problem(["AWS_CONTAINER_CREDENTIALS_FULL_URI": untrusted])
@@ -67,7 +85,9 @@ import Testing
         #expect(CredentialProvider.refreshDelay(for: hour, now: now) == 3300)
         let short = AWSCredentials(accessKeyID: "a", secretAccessKey: "s", expiration: now.addingTimeInterval(8))
         #expect(CredentialProvider.refreshDelay(for: short, now: now) == 6)
-        #expect(CredentialProvider.refreshDelay(for: AWSCredentials(accessKeyID: "a", secretAccessKey: "s"), now: now) == nil)
+        #expect(
+            CredentialProvider.refreshDelay(for: AWSCredentials(accessKeyID: "a", secretAccessKey: "s"), now: now)
+                == nil)
         #expect([1, 2, 3, 6, 10].map { CredentialProvider.retryDelay(failures: $0) } == [1, 2, 4, 30, 30])
     }
 
@@ -78,8 +98,11 @@ import Testing
             <SessionToken>tok</SessionToken><Expiration>2030-01-02T03:04:05.123Z</Expiration>
             </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>
             """
-        let source = AWSCredentialSource.webIdentity(.init(roleARN: "r", tokenFile: "/t", sessionName: "n", stsEndpoint: "https://sts"))
-        let credentials = try CredentialRequests.parse(FetchResponse(httpStatus: 200, body: Array(xml.utf8)), for: source).get()
+        let source = AWSCredentialSource.webIdentity(
+            .init(roleARN: "r", tokenFile: "/t", sessionName: "n", stsEndpoint: "https://sts"))
+        let credentials = try CredentialRequests.parse(
+            FetchResponse(httpStatus: 200, body: Array(xml.utf8)), for: source
+        ).get()
         #expect(credentials.accessKeyID == "ASIAEXAMPLE")
         #expect(credentials.secretAccessKey == "s&cret")
         #expect(credentials.expiration != nil)

@@ -1,15 +1,17 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct TopologyTests {
     @Test func classicTopology() {
         let topology = Topology(configuration: WorkerConfiguration())
-        #expect(topology.queues.map(\.name) == [
-            "image-fetch.dead", "image-fetch.results", "image-fetch.jobs",
-            "image-fetch.jobs.retry.5s", "image-fetch.jobs.retry.30s", "image-fetch.jobs.retry.2m",
-            "image-fetch.jobs.defer.1s", "image-fetch.jobs.defer.2s", "image-fetch.jobs.defer.5s",
-            "image-fetch.jobs.defer.10s", "image-fetch.jobs.defer.30s", "image-fetch.jobs.defer.1m",
-        ])
+        #expect(
+            topology.queues.map(\.name) == [
+                "image-fetch.dead", "image-fetch.results", "image-fetch.jobs",
+                "image-fetch.jobs.retry.5s", "image-fetch.jobs.retry.30s", "image-fetch.jobs.retry.2m",
+                "image-fetch.jobs.defer.1s", "image-fetch.jobs.defer.2s", "image-fetch.jobs.defer.5s",
+                "image-fetch.jobs.defer.10s", "image-fetch.jobs.defer.30s", "image-fetch.jobs.defer.1m",
+            ])
         let jobs = topology.queues[2]
         #expect(jobs.arguments["x-dead-letter-exchange"] == .string(""))
         #expect(jobs.arguments["x-dead-letter-routing-key"] == .string("image-fetch.dead"))
@@ -47,20 +49,26 @@ import Testing
             #expect(queue.mayExistWithOtherArguments)
         }
         let delay = Topology.delayQueueArguments(type: .quorum, delayMilliseconds: 1500, deadLetterRoutingKey: "q")
-        #expect(delay == [
-            "x-queue-type": .string("quorum"), "x-message-ttl": .int(1500), "x-dead-letter-exchange": .string(""),
-            "x-dead-letter-routing-key": .string("q"), "x-dead-letter-strategy": .string("at-least-once"),
-            "x-overflow": .string("reject-publish"),
-        ])
+        #expect(
+            delay == [
+                "x-queue-type": .string("quorum"), "x-message-ttl": .int(1500), "x-dead-letter-exchange": .string(""),
+                "x-dead-letter-routing-key": .string("q"), "x-dead-letter-strategy": .string("at-least-once"),
+                "x-overflow": .string("reject-publish"),
+            ])
     }
 
     /// Classic queues have no at-least-once dead-lettering: their delay queues keep the plain arguments.
     @Test func classicDelayQueuesKeepThePlainArguments() {
         let delay = Topology.delayQueueArguments(type: .classic, delayMilliseconds: 5000, deadLetterRoutingKey: "q")
-        #expect(delay == [
-            "x-message-ttl": .int(5000), "x-dead-letter-exchange": .string(""), "x-dead-letter-routing-key": .string("q"),
-        ])
-        #expect(Topology(configuration: WorkerConfiguration()).queues.filter { !$0.name.contains(".retry.") && !$0.name.contains(".defer.") }
+        #expect(
+            delay == [
+                "x-message-ttl": .int(5000), "x-dead-letter-exchange": .string(""),
+                "x-dead-letter-routing-key": .string("q"),
+            ])
+        #expect(
+            Topology(configuration: WorkerConfiguration()).queues.filter {
+                !$0.name.contains(".retry.") && !$0.name.contains(".defer.")
+            }
             .allSatisfy { !$0.mayExistWithOtherArguments })
     }
 

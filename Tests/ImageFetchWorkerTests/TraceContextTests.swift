@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import Tracing
+
 @testable import ImageFetchWorker
 
 @Suite struct TraceContextTests {
@@ -15,39 +16,44 @@ import Tracing
         #expect(context.isSampled)
         #expect(context.traceState == "congo=t61rcWkgMzE")
         #expect(context.traceparent == Self.parent)
-        #expect(TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")?.isSampled == false)
+        #expect(
+            TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")?.isSampled == false)
     }
 
     @Test(arguments: [
         "",
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",             // no flags
-        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",          // upper case
-        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",          // zero trace id
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",          // zero span id
-        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",          // version ff
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",    // version 00 is exactly 55
-        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",          // separator
-        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",          // not hex
-        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",         // later version, no '-' after flags
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",  // no flags
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // upper case
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero span id
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // version ff
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",  // version 00 is exactly 55
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // separator
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",  // not hex
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",  // later version, no '-' after flags
     ])
     func rejectsInvalidTraceparents(_ value: String) {
         #expect(TraceContext(traceparent: value) == nil)
     }
 
     @Test func acceptsALaterVersionWithMoreFields() throws {
-        let context = try #require(TraceContext(traceparent: "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-holds"))
+        let context = try #require(
+            TraceContext(traceparent: "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-holds"))
         #expect(context.traceparent == Self.parent)
     }
 
     @Test func dropsAnInvalidTracestate() {
-        #expect(TraceContext(traceparent: Self.parent, tracestate: String(repeating: "a", count: 513))?.traceState == nil)
+        #expect(
+            TraceContext(traceparent: Self.parent, tracestate: String(repeating: "a", count: 513))?.traceState == nil)
         #expect(TraceContext(traceparent: Self.parent, tracestate: "a=\u{7f}")?.traceState == nil)
         #expect(TraceContext(traceparent: Self.parent, tracestate: "  ")?.traceState == nil)
     }
 
     @Test func headersRoundTrip() throws {
-        let headers: [String: AMQPFieldValue] = ["traceparent": .string(Self.parent), "tracestate": .string("a=1"),
-                                                 "x-attempt": .int(2)]
+        let headers: [String: AMQPFieldValue] = [
+            "traceparent": .string(Self.parent), "tracestate": .string("a=1"),
+            "x-attempt": .int(2),
+        ]
         let context = try #require(TraceHeaders.extract(headers))
         let child = context.child(spanID: 0x1234)
         var out = headers
@@ -72,8 +78,9 @@ import Tracing
     }
 
     @Test func withoutATracerAJobPassesItsContextOnOrStartsATrace() throws {
-        let continued = JobTrace(headers: ["traceparent": .string(Self.parent)], queue: "jobs", messageID: nil, bodySize: 10,
-                                 tracer: nil)
+        let continued = JobTrace(
+            headers: ["traceparent": .string(Self.parent)], queue: "jobs", messageID: nil, bodySize: 10,
+            tracer: nil)
         #expect(continued.context.traceparent == Self.parent)
         var headers: [String: AMQPFieldValue] = [:]
         continued.carry(in: &headers)
@@ -83,7 +90,8 @@ import Tracing
 
         let fresh = JobTrace(headers: [:], queue: "jobs", messageID: nil, bodySize: 10, tracer: nil)
         #expect(fresh.context.traceID != continued.context.traceID)
-        let other = JobTrace(headers: ["traceparent": .string("garbage")], queue: "jobs", messageID: nil, bodySize: 1, tracer: nil)
+        let other = JobTrace(
+            headers: ["traceparent": .string("garbage")], queue: "jobs", messageID: nil, bodySize: 1, tracer: nil)
         #expect(fresh.context.traceID != other.context.traceID)
         #expect(TraceContext(traceparent: fresh.context.traceparent) == fresh.context)
     }
@@ -97,8 +105,9 @@ import Tracing
     @Test func withATracerTheJobSpanIsTheChildOfTheMessagesSpanAndTheParentOfItsStages() throws {
         let collected = Collected()
         let tracer = OTLPTracer { span in collected.spans.withLock { $0.append(span) } }
-        let trace = JobTrace(headers: ["traceparent": .string(Self.parent), "tracestate": .string("k=v")], queue: "jobs",
-                             messageID: "m-1", bodySize: 42, tracer: tracer)
+        let trace = JobTrace(
+            headers: ["traceparent": .string(Self.parent), "tracestate": .string("k=v")], queue: "jobs",
+            messageID: "m-1", bodySize: 42, tracer: tracer)
         #expect(trace.context.traceID.hex == "4bf92f3577b34da6a3ce929d0e0e4736")
         #expect(trace.context.spanID != 0x00f067aa0ba902b7)
         #expect(trace.context.traceState == "k=v")
@@ -124,8 +133,9 @@ import Tracing
     @Test func anUnsampledParentRecordsNothingButStillPropagates() {
         let collected = Collected()
         let tracer = OTLPTracer { span in collected.spans.withLock { $0.append(span) } }
-        let trace = JobTrace(headers: ["traceparent": .string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")],
-                             queue: "jobs", messageID: nil, bodySize: 1, tracer: tracer)
+        let trace = JobTrace(
+            headers: ["traceparent": .string("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")],
+            queue: "jobs", messageID: nil, bodySize: 1, tracer: tracer)
         trace.end()
         #expect(collected.all.isEmpty)
         #expect(trace.context.traceID.hex == "4bf92f3577b34da6a3ce929d0e0e4736")
@@ -137,7 +147,10 @@ import Tracing
     }
 
     @Test(arguments: [
-        ("https://user:pw@example.com:8443/a/b.png?token=secret#frag", "https://example.com:8443/a/b.png", "example.com"),
+        (
+            "https://user:pw@example.com:8443/a/b.png?token=secret#frag", "https://example.com:8443/a/b.png",
+            "example.com"
+        ),
         ("http://example.com/x.png", "http://example.com/x.png", "example.com"),
         ("http://[::1]:8080/x?y", "http://[::1]:8080/x", "::1"),
         ("http://example.com?q=1", "http://example.com", "example.com"),
@@ -165,17 +178,21 @@ import Tracing
 
     @Test func encodesOTLPJSON() throws {
         let trace = try #require(TraceContext(traceparent: Self.parent, tracestate: "k=v"))
-        let span = FinishedSpan(name: "fetch", kind: .client, trace: trace.child(spanID: 0xabc), parentSpanID: trace.spanID,
-                                start: 1_700_000_000_000_000_000, end: 1_700_000_000_500_000_000,
-                                attributes: [("http.request.method", .string("GET")), ("http.response.status_code", .int64(404)),
-                                             ("ok", .bool(false))],
-                                status: SpanStatus(code: .error, message: "http_error"), events: [])
+        let span = FinishedSpan(
+            name: "fetch", kind: .client, trace: trace.child(spanID: 0xabc), parentSpanID: trace.spanID,
+            start: 1_700_000_000_000_000_000, end: 1_700_000_000_500_000_000,
+            attributes: [
+                ("http.request.method", .string("GET")), ("http.response.status_code", .int64(404)),
+                ("ok", .bool(false)),
+            ],
+            status: SpanStatus(code: .error, message: "http_error"), events: [])
         let bytes = OTLPJSON.encode([span], resource: [("service.name", "ifw")])
         let root = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
         let resourceSpans = try #require((root["resourceSpans"] as? [[String: Any]])?.first)
         let resource = try #require((resourceSpans["resource"] as? [String: Any])?["attributes"] as? [[String: Any]])
         #expect(resource.first?["key"] as? String == "service.name")
-        let spans = try #require(((resourceSpans["scopeSpans"] as? [[String: Any]])?.first?["spans"]) as? [[String: Any]])
+        let spans = try #require(
+            ((resourceSpans["scopeSpans"] as? [[String: Any]])?.first?["spans"]) as? [[String: Any]])
         let encoded = try #require(spans.first)
         #expect(encoded["traceId"] as? String == "4bf92f3577b34da6a3ce929d0e0e4736")
         #expect(encoded["spanId"] as? String == "0000000000000abc")
@@ -194,23 +211,31 @@ import Tracing
     @Test func tracingIsOffUnlessAnEndpointIsSet() throws {
         #expect(try TracingSetup.configuration(environment: [:]) == nil)
         #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": ""]) == nil)
-        #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
-                                                            "OTEL_SDK_DISABLED": "true"]) == nil)
-        #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
-                                                            "OTEL_TRACES_EXPORTER": "none"]) == nil)
-        let (exporter, sampler) = try #require(try TracingSetup.configuration(environment: [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/", "OTEL_SERVICE_NAME": "thumbs",
-            "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20abc,x-tenant=7", "OTEL_BSP_SCHEDULE_DELAY": "200",
-            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,service.name=ignored",
-        ]))
+        #expect(
+            try TracingSetup.configuration(environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                "OTEL_SDK_DISABLED": "true",
+            ]) == nil)
+        #expect(
+            try TracingSetup.configuration(environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                "OTEL_TRACES_EXPORTER": "none",
+            ]) == nil)
+        let (exporter, sampler) = try #require(
+            try TracingSetup.configuration(environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/", "OTEL_SERVICE_NAME": "thumbs",
+                "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20abc,x-tenant=7", "OTEL_BSP_SCHEDULE_DELAY": "200",
+                "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,service.name=ignored",
+            ]))
         #expect(exporter.endpoint == "http://collector:4318/v1/traces")
         #expect(exporter.headers == ["authorization: Bearer abc", "x-tenant: 7"])
         #expect(exporter.scheduleDelay == 0.2)
         #expect(exporter.resource.contains { $0 == ("service.name", "thumbs") })
         #expect(exporter.resource.contains { $0 == ("deployment.environment", "prod") })
         #expect(sampler == .parentBasedAlwaysOn)
-        #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom"])?
-            .exporter.endpoint == "http://c:4318/custom")
+        #expect(
+            try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom"])?
+                .exporter.endpoint == "http://c:4318/custom")
     }
 
     @Test func generatedIdsAreDistinctAcrossThreadsAndSpreadOverTheBits() {
@@ -240,36 +265,47 @@ import Tracing
         #expect(share(.traceIDRatio(1)) == 1)
         // A lower ratio keeps a subset of what a higher one keeps: services with different
         // ratios still agree on the traces both keep.
-        #expect(ids.allSatisfy { !OTLPTracer.Sampler.traceIDRatio(0.1).sample(parent: nil, traceID: $0)
-                || OTLPTracer.Sampler.traceIDRatio(0.5).sample(parent: nil, traceID: $0) })
+        #expect(
+            ids.allSatisfy {
+                !OTLPTracer.Sampler.traceIDRatio(0.1).sample(parent: nil, traceID: $0)
+                    || OTLPTracer.Sampler.traceIDRatio(0.5).sample(parent: nil, traceID: $0)
+            })
         // Parent-based: a job's traceparent decides, whatever the ratio.
         let sampledParent = try #require(TraceContext(traceparent: Self.parent, tracestate: nil))
         var unsampledParent = sampledParent
         unsampledParent.flags = 0
         let parentBased = OTLPTracer.Sampler.parentBased(root: .traceIDRatio(0))
         #expect(parentBased.sample(parent: sampledParent, traceID: sampledParent.traceID))
-        #expect(!OTLPTracer.Sampler.parentBased(root: .alwaysOn).sample(parent: unsampledParent, traceID: sampledParent.traceID))
+        #expect(
+            !OTLPTracer.Sampler.parentBased(root: .alwaysOn).sample(
+                parent: unsampledParent, traceID: sampledParent.traceID))
         #expect(share(parentBased) == 0)
 
-        let (_, sampler) = try #require(try TracingSetup.configuration(environment: [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
-            "OTEL_TRACES_SAMPLER_ARG": "0.1",
-        ]))
+        let (_, sampler) = try #require(
+            try TracingSetup.configuration(environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                "OTEL_TRACES_SAMPLER_ARG": "0.1",
+            ]))
         #expect(sampler == .parentBased(root: .traceIDRatio(0.1)))
-        #expect(try TracingSetup.configuration(environment: [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio",
-        ])?.sampler == .traceIDRatio(1))
+        #expect(
+            try TracingSetup.configuration(environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio",
+            ])?.sampler == .traceIDRatio(1))
     }
 
     @Test func theProtocolIsProtobufUnlessJSONIsAskedFor() throws {
         let endpoint = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"]
         #expect(try TracingSetup.configuration(environment: endpoint)?.exporter.encoding == .protobuf)
-        #expect(try TracingSetup.configuration(environment: endpoint.merging(["OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"]) { $1 })?
-            .exporter.encoding == .json)
+        #expect(
+            try TracingSetup.configuration(
+                environment: endpoint.merging(["OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"]) { $1 })?
+                .exporter.encoding == .json)
         // The traces variable wins over the general one.
-        #expect(try TracingSetup.configuration(environment: endpoint.merging([
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
-        ]) { $1 })?.exporter.encoding == .protobuf)
+        #expect(
+            try TracingSetup.configuration(
+                environment: endpoint.merging([
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+                ]) { $1 })?.exporter.encoding == .protobuf)
         #expect(OTLPEncoding.protobuf.contentType == "application/x-protobuf")
     }
 
@@ -278,9 +314,14 @@ import Tracing
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/xml"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "ratio"],
-        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"],
-        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
-         "OTEL_TRACES_SAMPLER_ARG": "tenth"],
+        [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "1.5",
+        ],
+        [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "tenth",
+        ],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_BSP_SCHEDULE_DELAY": "soon"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "secret-token"],
         ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "zipkin"],

@@ -71,13 +71,18 @@ import Darwin
         #expect(try validated("http://my_host.internal/").host == "my_host.internal")
         #expect(try validated("http://example.com./").host == "example.com.")
         // '@' outside the authority is not user info.
-        #expect(try validated("http://example.com/@user/pic.png?by=a@b").url == "http://example.com/@user/pic.png?by=a@b")
+        #expect(
+            try validated("http://example.com/@user/pic.png?by=a@b").url == "http://example.com/@user/pic.png?by=a@b")
         // Non-ASCII in the path is percent-encoded; existing escapes stay as they are.
-        #expect(try validated("http://example.com/bild/größe.jpg?%zz").url == "http://example.com/bild/gr%C3%B6%C3%9Fe.jpg?%zz")
+        #expect(
+            try validated("http://example.com/bild/größe.jpg?%zz").url
+                == "http://example.com/bild/gr%C3%B6%C3%9Fe.jpg?%zz")
     }
 
-    @Test(arguments: ["file:///etc/passwd", "gopher://x", "ftp://example.com/a.png", "FILE:///etc/passwd",
-        "data:image/png;base64,AAAA", "javascript:alert(1)", "httpx://example.com/", "example.com:8080/x"])
+    @Test(arguments: [
+        "file:///etc/passwd", "gopher://x", "ftp://example.com/a.png", "FILE:///etc/passwd",
+        "data:image/png;base64,AAAA", "javascript:alert(1)", "httpx://example.com/", "example.com:8080/x",
+    ])
     func rejectsOtherSchemes(input: String) {
         #expect(errorCode(input) == .unsupportedScheme)
     }
@@ -87,11 +92,13 @@ import Darwin
         "/relative", "relative/path", "//example.com/x", "", "http:", "http:/example.com", "http:example.com",
         "http://", "http:///path", "http://:80/", "http://?x", "http://#x",
         "http://exa mple.com/", "http://example.com/a b", " http://example.com/", "http://example.com/\t",
-        "http://example.com/\n", "http://example.com/\u{7F}", "http://example.com/\u{85}", "http://example.com/\u{3000}", "http://example.com/\u{A0}", "http://example.com/a\u{2028}b",
+        "http://example.com/\n", "http://example.com/\u{7F}", "http://example.com/\u{85}",
+        "http://example.com/\u{3000}", "http://example.com/\u{A0}", "http://example.com/a\u{2028}b",
         "http://[::1/", "http://[::1]x/", "http://[fe80::1%25eth0]/", "http://[127.0.0.1]/", "http://[]/",
         "http://example.com:65536/", "http://example.com:0/", "http://example.com:8o/", "http://example.com:-1/",
         "http://example.com:80:80/", "http://::1/",
-        "http://ex\u{0430}mple.com/", "http://xn--ls8h.example/", "http://ex%61mple.com/", "http://example.com\\@evil/", "http://a..b/", "http://./",
+        "http://ex\u{0430}mple.com/", "http://xn--ls8h.example/", "http://ex%61mple.com/", "http://example.com\\@evil/",
+        "http://a..b/", "http://./",
         "http://1.2.3.256/", "http://256.0.0.1/", "http://4294967296/", "http://1.2.3.4.5/", "http://08.0.0.1/",
         "http://example.123/", "http://1..2/", "http://0x/", "http://0x.1/", "http://1.0x/",
     ])

@@ -26,11 +26,21 @@ struct AMQPContractTests {
         ("p-timestamp", [0x54, 0x00, 0x00, 0x00, 0x00, 0x65, 0x53, 0xF1, 0x00]),
         ("p-void", [0x56]),
         // {"t": timestamp, "f": float}
-        ("p-table", [0x46, 0x00, 0x00, 0x00, 0x12, 0x01, 0x66, 0x66, 0x40, 0x49, 0x0F, 0xDB,
-                     0x01, 0x74, 0x54, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]),
+        (
+            "p-table",
+            [
+                0x46, 0x00, 0x00, 0x00, 0x12, 0x01, 0x66, 0x66, 0x40, 0x49, 0x0F, 0xDB,
+                0x01, 0x74, 0x54, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
+            ]
+        ),
         // [bytes 0x01, decimal 1.5, u8 7]
-        ("p-array", [0x41, 0x00, 0x00, 0x00, 0x0E, 0x78, 0x00, 0x00, 0x00, 0x01, 0x01,
-                     0x44, 0x01, 0x00, 0x00, 0x00, 0x0F, 0x42, 0x07]),
+        (
+            "p-array",
+            [
+                0x41, 0x00, 0x00, 0x00, 0x0E, 0x78, 0x00, 0x00, 0x00, 0x01, 0x01,
+                0x44, 0x01, 0x00, 0x00, 0x00, 0x0F, 0x42, 0x07,
+            ]
+        ),
     ]
 
     static func longString(_ text: String) -> [UInt8] {
@@ -49,10 +59,13 @@ struct AMQPContractTests {
         defer { TestBroker.cleanUp(configuration) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let url = try #require(TestBroker.url)
-        let body = String(decoding: JobPublisher.jobBody(id: "headers-1", url: origin.url("/status/503")), as: UTF8.self)
-        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body,
-                             headers: WireTable.encode(Self.producerHeaders))
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        let body = String(
+            decoding: JobPublisher.jobBody(id: "headers-1", url: origin.url("/status/503")), as: UTF8.self)
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: body,
+            headers: WireTable.encode(Self.producerHeaders))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         var dead: (headers: [UInt8], body: [UInt8])?
         _ = try await eventually(timeout: 40) {
             dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
@@ -60,7 +73,8 @@ struct AMQPContractTests {
         }
         let message = try #require(dead, "log:\n\(worker.log.suffix(2000))")
         #expect(message.body == Array(body.utf8))
-        let headers = try #require(WireTable.split(message.headers), "unparsable table \(AMQPPeer.hex(message.headers))")
+        let headers = try #require(
+            WireTable.split(message.headers), "unparsable table \(AMQPPeer.hex(message.headers))")
         for (key, value) in Self.producerHeaders {
             #expect(headers[key].map(AMQPPeer.hex) == AMQPPeer.hex(value), "\(key)")
         }
@@ -85,13 +99,17 @@ struct AMQPContractTests {
         let marker = WireTable.encode([("p-marker", Self.longString("kept"))])
         try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: large, headers: marker)
         let ids = (0..<3).map { "small\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["QUEUE_MAX_JOB_BYTES": "65536"]) { _, new in new })
-        #expect(await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
-                "log:\n\(worker.log.suffix(2000))")
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["QUEUE_MAX_JOB_BYTES": "65536"]) { _, new in new })
+        #expect(
+            await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+            "log:\n\(worker.log.suffix(2000))")
         var dead: (headers: [UInt8], body: [UInt8])?
         _ = try await eventually(timeout: 10) {
             dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
@@ -103,7 +121,10 @@ struct AMQPContractTests {
         #expect(headers["p-marker"] == Self.longString("kept"))
         // The worker's own dead copy, streamed as the job's frames came, says why.
         #expect(headers["x-error-code"] == Self.longString("job_too_large"))
-        #expect(headers["x-error-message"].map { String(decoding: $0.dropFirst(5), as: UTF8.self).contains("queue.max_job_bytes") } == true)
+        #expect(
+            headers["x-error-message"].map {
+                String(decoding: $0.dropFirst(5), as: UTF8.self).contains("queue.max_job_bytes")
+            } == true)
         #expect(worker.log.contains("job_too_large"))
         #expect(worker.isRunning)
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
@@ -126,18 +147,24 @@ struct AMQPContractTests {
         // properties): about 50 bytes to spare, fewer than any copy adds.
         let big = String(repeating: "b", count: 130_967)
         let body = #"{"id":"bigprops","url":"\#(origin.url("/status/503"))"}"#
-        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body,
-                             headers: WireTable.encode([("x-big", Self.longString(big))]))
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: body,
+            headers: WireTable.encode([("x-big", Self.longString(big))]))
         let ids = (0..<3).map { "after\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         #expect(await eventually(timeout: 30) { results.objects.count >= 4 }, "log:\n\(worker.log.suffix(3000))")
         let failed = try #require(results.objects.first { $0["id"] as? String == "bigprops" })
         #expect(failed["status"] as? String == "failed")
         #expect((failed["error"] as? [String: Any])?["code"] as? String == "properties_too_large")
-        #expect(Set(results.objects.filter { $0["status"] as? String == "ok" }.compactMap { $0["id"] as? String }) == Set(ids))
+        #expect(
+            Set(results.objects.filter { $0["status"] as? String == "ok" }.compactMap { $0["id"] as? String })
+                == Set(ids))
         var dead: (headers: [UInt8], body: [UInt8])?
         _ = try await eventually(timeout: 10) {
             dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
@@ -172,18 +199,29 @@ struct AMQPContractTests {
         defer { TestBroker.cleanUp(configuration) }
         let url = try #require(TestBroker.url)
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         let ids = (0..<3).map { "warm\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
-        #expect(await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 0 })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        #expect(
+            await eventually(timeout: 30) {
+                (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 0
+            })
         try await Task.sleep(for: .milliseconds(500))
         let before = try #require(Self.peakResidentBytes(worker.process.processIdentifier))
 
         let size = 64 << 20
-        let huge = #"{"id":"huge","url":"\#(origin.url("/ok.png"))","padding":""# + String(repeating: "x", count: size) + #""}"#
+        let huge =
+            #"{"id":"huge","url":"\#(origin.url("/ok.png"))","padding":""# + String(repeating: "x", count: size)
+            + #""}"#
         try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: huge, headers: WireTable.encode([]))
-        #expect(await eventually(timeout: 60) { (try? TestBroker.ready(configuration, queue: configuration.queue.dead)) == 1 },
-                "log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventually(timeout: 60) {
+                (try? TestBroker.ready(configuration, queue: configuration.queue.dead)) == 1
+            },
+            "log:\n\(worker.log.suffix(2000))")
         let after = try #require(Self.peakResidentBytes(worker.process.processIdentifier))
         #expect(try AMQPPeer.depth(configuration.queue.jobs) == 0, "the original is settled")
         print("peak RSS before the 64 MiB job: \(before >> 10) KiB, after: \(after >> 10) KiB")
@@ -194,8 +232,9 @@ struct AMQPContractTests {
     }
 
     static func queueArguments(_ name: String) throws -> String? {
-        let listing = try TestBroker.output(try #require(TestBroker.script),
-                                            ["ctl", "-q", "list_queues", "--no-table-headers", "name", "arguments"])
+        let listing = try TestBroker.output(
+            try #require(TestBroker.script),
+            ["ctl", "-q", "list_queues", "--no-table-headers", "name", "arguments"])
         return listing.split(separator: "\n").first { $0.hasPrefix(name + "\t") }.map(String.init)
     }
 
@@ -207,7 +246,8 @@ struct AMQPContractTests {
         configuration.retry.delays = [1]
         defer { TestBroker.cleanUp(configuration) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let retry = try #require(try Self.queueArguments(Topology.retryQueueName(jobs: configuration.queue.jobs, delaySeconds: 1)))
+        let retry = try #require(
+            try Self.queueArguments(Topology.retryQueueName(jobs: configuration.queue.jobs, delaySeconds: 1)))
         #expect(retry.contains("at-least-once"), "\(retry)")
         #expect(retry.contains("reject-publish"), "\(retry)")
     }
@@ -226,18 +266,26 @@ struct AMQPContractTests {
         let retryName = Topology.retryQueueName(jobs: configuration.queue.jobs, delaySeconds: 1)
         do {
             let connection = try AMQPConnection()
-            try connection.open(url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
+            try connection.open(
+                url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
             defer { connection.close() }
             try connection.openChannel(1)
-            try connection.declareQueue(channel: 1, name: retryName, arguments: [
-                "x-queue-type": .string("quorum"), "x-message-ttl": .int(1000),
-                "x-dead-letter-exchange": .string(""), "x-dead-letter-routing-key": .string(configuration.queue.jobs),
-            ])
+            try connection.declareQueue(
+                channel: 1, name: retryName,
+                arguments: [
+                    "x-queue-type": .string("quorum"), "x-message-ttl": .int(1000),
+                    "x-dead-letter-exchange": .string(""),
+                    "x-dead-letter-routing-key": .string(configuration.queue.jobs),
+                ])
         }
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "old-1", url: origin.url("/flaky?key=old&fail=1"))]) == 1)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "old-1", url: origin.url("/flaky?key=old&fail=1"))])
+                == 1)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         await results.wait(for: 1, timeout: 40)
         let object = try #require(results.objects.first, "log:\n\(worker.log.suffix(2000))")
         #expect(object["status"] as? String == "ok")

@@ -5,15 +5,17 @@ import Testing
 /// What the broker can say to a running worker: a nack or a return of its result, a resource
 /// alarm, a cancelled consumer, a dead first URL. The worker is a separate process; some tests
 /// change the shared broker, so the suite runs alone (scripts/test.sh runs suites one at a time).
-@Suite(.enabled(if: TestBroker.isAvailable && TestBroker.script != nil, "needs the RabbitMQ that `make test` starts"),
-       .serialized)
+@Suite(
+    .enabled(if: TestBroker.isAvailable && TestBroker.script != nil, "needs the RabbitMQ that `make test` starts"),
+    .serialized)
 struct BrokerBehaviourTests {
     static func ctl(_ arguments: [String]) throws {
         let status = try TestBroker.run(try #require(TestBroker.script), ["ctl"] + arguments)
         #expect(status == 0, "rabbitmqctl \(arguments.joined(separator: " ")) exited \(status)")
     }
 
-    static func declare(_ configuration: WorkerConfiguration, queue: String, arguments: [String: AMQPFieldValue]) throws {
+    static func declare(_ configuration: WorkerConfiguration, queue: String, arguments: [String: AMQPFieldValue]) throws
+    {
         let connection = try AMQPConnection()
         try connection.open(url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
         defer { connection.close() }
@@ -37,22 +39,33 @@ struct BrokerBehaviourTests {
             // A full queue that refuses new messages: the broker nacks every publish to it. A
             // policy, not queue arguments, so that the queue can take results later without being
             // deleted: a publish in flight to a queue being deleted is confirmed and lost.
-            try Self.ctl(["set_policy", "--apply-to", "queues", policy, "^\(NSRegularExpression.escapedPattern(for: replyTo))$",
-                          #"{"max-length":0,"overflow":"reject-publish"}"#])
+            try Self.ctl([
+                "set_policy", "--apply-to", "queues", policy, "^\(NSRegularExpression.escapedPattern(for: replyTo))$",
+                #"{"max-length":0,"overflow":"reject-publish"}"#,
+            ])
             try Self.declare(configuration, queue: replyTo, arguments: [:])
-            #expect(await eventually(timeout: 10) {
-                ((try? TestBroker.output(try #require(TestBroker.script), ["ctl", "list_queues", "name", "policy"])) ?? "")
-                    .split(separator: "\n").contains { $0.hasPrefix(replyTo) && $0.hasSuffix(policy) }
-            }, "the policy never applied")
+            #expect(
+                await eventually(timeout: 10) {
+                    ((try? TestBroker.output(try #require(TestBroker.script), ["ctl", "list_queues", "name", "policy"]))
+                        ?? "")
+                        .split(separator: "\n").contains { $0.hasPrefix(replyTo) && $0.hasSuffix(policy) }
+                }, "the policy never applied")
         }
         // Gone already when the test got that far (then rabbitmqctl says so, and that is fine).
-        defer { if outcome == "nacked", let script = TestBroker.script { _ = try? TestBroker.run(script, ["ctl", "clear_policy", policy]) } }
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "u-1", url: origin.url("/ok.png"))],
-                                       replyTo: replyTo) == 1)
+        defer {
+            if outcome == "nacked", let script = TestBroker.script {
+                _ = try? TestBroker.run(script, ["ctl", "clear_policy", policy])
+            }
+        }
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "u-1", url: origin.url("/ok.png"))],
+                replyTo: replyTo) == 1)
         // A high limit, so the loop of hand-backs is not cut short by the poison rule (after
         // `queue.delivery_limit` redeliveries the job would go to the dead-letter queue instead).
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["QUEUE_DELIVERY_LIMIT": "10000"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["QUEUE_DELIVERY_LIMIT": "10000"]) { _, new in new })
         // Ran more than once: it was handed back each time, not acked.
         #expect(await eventually(timeout: 30) { origin.stats.requests >= 3 }, "log:\n\(worker.log.suffix(2000))")
         #expect(worker.log.contains("publish not confirmed; job handed back"))
@@ -60,13 +73,19 @@ struct BrokerBehaviourTests {
         let queues = try TestBroker.listQueues()
         #expect((queues[configuration.queue.jobs]?.ready ?? 0) + (queues[configuration.queue.jobs]?.unacked ?? 0) == 1)
         // Let the results in: the job ends with its result and leaves the queue.
-        if outcome == "nacked" { try Self.ctl(["clear_policy", policy]) } else { try Self.declare(configuration, queue: replyTo, arguments: [:]) }
-        #expect(await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: replyTo)) == 1 },
-                "log:\n\(worker.log.suffix(3000))")
-        #expect(await eventually(timeout: 10) {
-            let jobs = (try? TestBroker.listQueues())?[configuration.queue.jobs]
-            return jobs?.ready == 0 && jobs?.unacked == 0
-        })
+        if outcome == "nacked" {
+            try Self.ctl(["clear_policy", policy])
+        } else {
+            try Self.declare(configuration, queue: replyTo, arguments: [:])
+        }
+        #expect(
+            await eventually(timeout: 30) { (try? TestBroker.ready(configuration, queue: replyTo)) == 1 },
+            "log:\n\(worker.log.suffix(3000))")
+        #expect(
+            await eventually(timeout: 10) {
+                let jobs = (try? TestBroker.listQueues())?[configuration.queue.jobs]
+                return jobs?.ready == 0 && jobs?.unacked == 0
+            })
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
     }
@@ -80,17 +99,26 @@ struct BrokerBehaviourTests {
         let configuration = try TestBroker.configuration("blocked")
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<300).map { "b\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=50&n=\($0)")) }) == 300)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=50&n=\($0)")) })
+                == 300)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let port = try TestBroker.freePort()
         let endpoint = try OperationsEndpoint(port: port)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new
+                })
         #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
         try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
-        defer { _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
-        #expect(await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 503 }, "log:\n\(worker.log.suffix(2000))")
+        defer {
+            _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "set_vm_memory_high_watermark", "0.4"])
+        }
+        #expect(
+            await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 503 }, "log:\n\(worker.log.suffix(2000))"
+        )
         #expect(worker.log.contains("the broker blocked the connection"))
         // At most the admitted jobs (4) and the one waiting for a permit may still reach the origin.
         try await Task.sleep(for: .milliseconds(500))
@@ -99,8 +127,9 @@ struct BrokerBehaviourTests {
         let during = origin.stats.requests - before
         #expect(during <= 5, "\(during) requests while blocked")
         try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
-        #expect(await eventually(timeout: 60) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
-                "log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventually(timeout: 60) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+            "log:\n\(worker.log.suffix(2000))")
         #expect(await endpoint.readiness() == 200)
         #expect(worker.log.contains("the broker unblocked the connection"))
         #expect(worker.isRunning)
@@ -131,8 +160,9 @@ struct BrokerBehaviourTests {
         let script = try #require(TestBroker.script)
         defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
         try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
-        #expect(await eventually(timeout: 20) { worker.log.contains("the broker blocked the connection") },
-                "log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventually(timeout: 20) { worker.log.contains("the broker blocked the connection") },
+            "log:\n\(worker.log.suffix(2000))")
         // The results collector's connection goes too; it reconnects by itself.
         try Self.ctl(["close_all_connections", "test: lost while blocked"])
         try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
@@ -156,15 +186,23 @@ struct BrokerBehaviourTests {
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
-        #expect(await eventually(timeout: 20) { (try? TestBroker.listQueues())?[configuration.queue.jobs]?.consumers == 1 })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(
+            await eventually(timeout: 20) { (try? TestBroker.listQueues())?[configuration.queue.jobs]?.consumers == 1 })
         try Self.ctl(["delete_queue", configuration.queue.jobs])
-        #expect(await eventually(timeout: 20) { worker.log.contains("the broker cancelled the consumer") }, "log:\n\(worker.log)")
+        #expect(
+            await eventually(timeout: 20) { worker.log.contains("the broker cancelled the consumer") },
+            "log:\n\(worker.log)")
         // Declared again by the worker, with a consumer again.
-        #expect(await eventually(timeout: 30) { (try? TestBroker.listQueues())?[configuration.queue.jobs]?.consumers == 1 },
-                "log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventually(timeout: 30) { (try? TestBroker.listQueues())?[configuration.queue.jobs]?.consumers == 1 },
+            "log:\n\(worker.log.suffix(2000))")
         let ids = (0..<50).map { "c\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) }) == 50)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) })
+                == 50)
         #expect(await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) })
         #expect(worker.isRunning)
         #expect(await worker.stop() == 0)
@@ -181,16 +219,24 @@ struct BrokerBehaviourTests {
         let deadPort = try TestBroker.freePort()
         let dead = "amqp://guest:guest@127.0.0.1:\(deadPort)/%2F"
         let ids = (0..<20).map { "fo\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) }) == 20)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) })
+                == 20)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["AMQP_URL": "\(dead),\(url)"]) { _, new in new })
-        #expect(await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
-                "log:\n\(worker.log.suffix(2000))")
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["AMQP_URL": "\(dead),\(url)"]) { _, new in new })
+        #expect(
+            await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+            "log:\n\(worker.log.suffix(2000))")
         #expect(worker.log.contains("connect to 127.0.0.1:\(deadPort)"), "the first URL was tried")
         let port = try #require(configuration.amqp.urls.first?.port)
-        #expect(worker.log.contains("127.0.0.1:\(port)/%2F prefetch=32 queue=\(configuration.queue.jobs) [ImageFetchWorker] connected to the broker"))
+        #expect(
+            worker.log.contains(
+                "127.0.0.1:\(port)/%2F prefetch=32 queue=\(configuration.queue.jobs) [ImageFetchWorker] connected to the broker"
+            ))
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
     }

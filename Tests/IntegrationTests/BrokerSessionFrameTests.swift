@@ -44,8 +44,9 @@ struct BrokerSessionFrameTests {
         configuration.amqp.heartbeat = 0
         defer { TestBroker.cleanUp(configuration) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let session = BrokerSession(configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
-                                    consume: false)
+        let session = BrokerSession(
+            configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
+            consume: false)
         try session.start(retrying: false)
         defer { session.close() }
         let jobs = configuration.queue.jobs
@@ -58,7 +59,8 @@ struct BrokerSessionFrameTests {
                 session.queueDepth(jobs) { _ in }
             }
             let outcome = await box.wait(timeout: 2)
-            #expect(outcome == .returned, "round \(round): the outcome was \(outcome.map { "\($0)" } ?? "never reported")")
+            #expect(
+                outcome == .returned, "round \(round): the outcome was \(outcome.map { "\($0)" } ?? "never reported")")
             if outcome == nil { break }
         }
     }
@@ -70,7 +72,9 @@ struct BrokerSessionFrameTests {
         var losses: Int { counts.withLock { $0.losses } }
         func session(_ session: BrokerSession, didReceive delivery: Delivery) {}
         func session(_ session: BrokerSession, didConnect epoch: UInt64) { counts.withLock { $0.connects += 1 } }
-        func session(_ session: BrokerSession, didLoseConnection error: AMQPError) { counts.withLock { $0.losses += 1 } }
+        func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+            counts.withLock { $0.losses += 1 }
+        }
         func session(_ session: BrokerSession, blocked: Bool) {}
     }
 
@@ -83,8 +87,9 @@ struct BrokerSessionFrameTests {
         defer { TestBroker.cleanUp(configuration) }
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let watcher = ConnectionWatcher()
-        let session = BrokerSession(configuration: configuration, logger: Logger(label: "test.session"),
-                                    delegate: watcher, consume: false)
+        let session = BrokerSession(
+            configuration: configuration, logger: Logger(label: "test.session"),
+            delegate: watcher, consume: false)
         try session.start(retrying: false)
         defer { session.close() }
         let jobs = configuration.queue.jobs

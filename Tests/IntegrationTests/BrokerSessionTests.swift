@@ -18,8 +18,9 @@ struct BrokerSessionTests {
         let configuration = try TestBroker.configuration("session")
         defer { TestBroker.cleanUp(configuration) }
         #expect(try TestBroker.publish(configuration, bodies: [Array("{}".utf8), Array("{}".utf8)]) == 2)
-        let session = BrokerSession(configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
-                                    consume: false)
+        let session = BrokerSession(
+            configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
+            consume: false)
         try session.start(retrying: false)
         defer { session.close() }
         // Twice: the broker closes the sampling channel each time, and it must be reusable after.
@@ -54,7 +55,8 @@ extension BrokerSessionTests {
         defer { TestBroker.cleanUp(configuration) }
         #expect(try TestBroker.publish(configuration, bodies: Array(repeating: Array("{}".utf8), count: 3)) == 3)
         let collector = DeliveryCollector()
-        let session = BrokerSession(configuration: configuration, logger: Logger(label: "test.session"), delegate: collector)
+        let session = BrokerSession(
+            configuration: configuration, logger: Logger(label: "test.session"), delegate: collector)
         try session.start(retrying: false)
         let deadline = Date().addingTimeInterval(10)
         while collector.received.count < 3, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }

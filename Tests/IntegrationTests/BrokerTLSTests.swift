@@ -21,7 +21,9 @@ struct BrokerTLSTests {
         var otherCA: String { folder + "/other-ca.pem" }
 
         static func make() throws -> Certificates {
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-tls-\(UUID().uuidString.prefix(8))").path
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ifw-tls-\(UUID().uuidString.prefix(8))"
+            ).path
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             let script = """
                 set -euo pipefail
@@ -61,7 +63,10 @@ struct BrokerTLSTests {
         init(certificates: Certificates) throws {
             guard let script = TestBroker.script else { throw TestS3Error("IFW_TEST_RABBITMQ_SCRIPT is not set") }
             self.script = script
-            folder = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-tls-rabbitmq-\(UUID().uuidString.prefix(8))").path
+            folder =
+                FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "ifw-tls-rabbitmq-\(UUID().uuidString.prefix(8))"
+                ).path
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             chmod(folder, 0o755)
             // The node's distribution port is port + 20000, so keep to the range below 45536.
@@ -78,13 +83,18 @@ struct BrokerTLSTests {
                     ssl_options.fail_if_no_peer_cert = false
                     """
                 if TLSNode.portAnswers(tls) { continue }
-                let status = try TestBroker.run(script, ["start"], environment: [
-                    "IFW_AMQP_PORT": "\(candidate)", "IFW_RABBIT_DIR": folder, "IFW_RABBIT_EXTRA_CONF": extra,
-                    "IFW_RABBIT_OWNER_PID": "\(getpid())", "IFW_RABBIT_TIMEOUT": "90",
-                    // No management plugin: its listener would clash with the main test node's.
-                    "IFW_RABBIT_PLUGINS": "", "IFW_MGMT_PORT": "\(candidate + 10000)",
-                ], log: startLog)
-                if status == 0 { chosen = (candidate, tls); break }
+                let status = try TestBroker.run(
+                    script, ["start"],
+                    environment: [
+                        "IFW_AMQP_PORT": "\(candidate)", "IFW_RABBIT_DIR": folder, "IFW_RABBIT_EXTRA_CONF": extra,
+                        "IFW_RABBIT_OWNER_PID": "\(getpid())", "IFW_RABBIT_TIMEOUT": "90",
+                        // No management plugin: its listener would clash with the main test node's.
+                        "IFW_RABBIT_PLUGINS": "", "IFW_MGMT_PORT": "\(candidate + 10000)",
+                    ], log: startLog)
+                if status == 0 {
+                    chosen = (candidate, tls)
+                    break
+                }
                 if status != 98 {
                     let log = (try? String(contentsOfFile: startLog, encoding: .utf8)) ?? ""
                     throw TestS3Error("the TLS RabbitMQ node did not start (status \(status)):\n\(log.suffix(3000))")
@@ -97,7 +107,8 @@ struct BrokerTLSTests {
         var plainURL: String { "amqp://guest:guest@127.0.0.1:\(port)/%2F" }
 
         func destroy() {
-            _ = try? TestBroker.run(script, ["destroy"], environment: ["IFW_AMQP_PORT": "\(port)", "IFW_RABBIT_DIR": folder])
+            _ = try? TestBroker.run(
+                script, ["destroy"], environment: ["IFW_AMQP_PORT": "\(port)", "IFW_RABBIT_DIR": folder])
         }
 
         static func portAnswers(_ port: Int) -> Bool {
@@ -136,12 +147,13 @@ struct BrokerTLSTests {
         }
 
         // 1. Over amqps:// with the test CA and a client certificate: every job is answered.
-        let worker = try WorkerProcess(environment: environment([
-            "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
-            "AMQP_TLS_CA_FILE": certificates.ca,
-            "AMQP_TLS_CERT_FILE": certificates.clientCert,
-            "AMQP_TLS_KEY_FILE": certificates.clientKey,
-        ]))
+        let worker = try WorkerProcess(
+            environment: environment([
+                "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
+                "AMQP_TLS_CA_FILE": certificates.ca,
+                "AMQP_TLS_CERT_FILE": certificates.clientCert,
+                "AMQP_TLS_KEY_FILE": certificates.clientKey,
+            ]))
         await results.wait(for: 50, timeout: 60)
         #expect(results.objects.count == 50, "worker log:\n\(worker.log.suffix(3000))")
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
@@ -149,43 +161,52 @@ struct BrokerTLSTests {
         #expect(await worker.stop() == 0)
 
         // 2. The wrong CA: the worker refuses the broker and exits with one line naming the check.
-        let wrongCA = try WorkerProcess(environment: environment([
-            "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
-            "AMQP_TLS_CA_FILE": certificates.otherCA,
-        ]))
+        let wrongCA = try WorkerProcess(
+            environment: environment([
+                "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
+                "AMQP_TLS_CA_FILE": certificates.otherCA,
+            ]))
         let wrongCAStatus = await wrongCA.waitForExit(timeout: 30)
         #expect(wrongCAStatus != nil && wrongCAStatus != 0, "\(wrongCA.log)")
         let refusal = wrongCA.log.split(separator: "\n").filter { $0.contains("cannot start") }
         #expect(refusal.count == 1, "\(wrongCA.log)")
         #expect(refusal.first?.contains("TLS") == true, "\(wrongCA.log)")
-        #expect(refusal.first?.contains(certificates.otherCA) == true, "the line should name the CA file: \(wrongCA.log)")
+        #expect(
+            refusal.first?.contains(certificates.otherCA) == true, "the line should name the CA file: \(wrongCA.log)")
 
         // 3. 127.0.0.1 is in the certificate only as an IP SAN. rabbitmq-c 0.11 matches the DNS
         //    names (and the common name) of a certificate, so hostname verification refuses it.
-        let byAddress = try WorkerProcess(environment: environment([
-            "AMQP_URL": "amqps://guest:guest@127.0.0.1:\(node.tlsPort)/%2F",
-            "AMQP_TLS_CA_FILE": certificates.ca,
-        ]))
+        let byAddress = try WorkerProcess(
+            environment: environment([
+                "AMQP_URL": "amqps://guest:guest@127.0.0.1:\(node.tlsPort)/%2F",
+                "AMQP_TLS_CA_FILE": certificates.ca,
+            ]))
         let byAddressStatus = await byAddress.waitForExit(timeout: 30)
         #expect(byAddressStatus == 1, "\(byAddress.log)")
         #expect(byAddress.log.contains("hostname verification failed"), "\(byAddress.log)")
 
         // 4. A CA file that does not exist: named in the one line.
-        let missing = try WorkerProcess(environment: environment([
-            "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
-            "AMQP_TLS_CA_FILE": certificates.folder + "/missing.pem",
-        ]))
+        let missing = try WorkerProcess(
+            environment: environment([
+                "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
+                "AMQP_TLS_CA_FILE": certificates.folder + "/missing.pem",
+            ]))
         #expect(await missing.waitForExit(timeout: 30) == 1)
-        #expect(missing.log.contains("amqp.tls.ca_file \(certificates.folder)/missing.pem: cannot be read"), "\(missing.log)")
+        #expect(
+            missing.log.contains("amqp.tls.ca_file \(certificates.folder)/missing.pem: cannot be read"),
+            "\(missing.log)")
 
         // 5. verify=false connects to the wrong-CA broker, but says loudly that it is insecure.
-        let insecure = try WorkerProcess(environment: environment([
-            "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
-            "AMQP_TLS_CA_FILE": certificates.otherCA,
-            "AMQP_TLS_VERIFY": "false",
-        ]))
+        let insecure = try WorkerProcess(
+            environment: environment([
+                "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
+                "AMQP_TLS_CA_FILE": certificates.otherCA,
+                "AMQP_TLS_VERIFY": "false",
+            ]))
         #expect(await eventually(timeout: 30) { insecure.log.contains("worker started") }, "\(insecure.log)")
-        #expect(insecure.log.contains("warning") && insecure.log.contains("INSECURE: amqp.tls.verify=false"), "\(insecure.log)")
+        #expect(
+            insecure.log.contains("warning") && insecure.log.contains("INSECURE: amqp.tls.verify=false"),
+            "\(insecure.log)")
         #expect(await insecure.stop() == 0)
 
         try await origin.shutdown()

@@ -16,8 +16,10 @@ struct ClusterTests {
     }
 
     /// A worker process on the cluster, connecting to `node` first.
-    static func worker(_ configuration: WorkerConfiguration, cluster: TestCluster, node: Int,
-                       extra: [String: String] = [:]) throws -> WorkerProcess {
+    static func worker(
+        _ configuration: WorkerConfiguration, cluster: TestCluster, node: Int,
+        extra: [String: String] = [:]
+    ) throws -> WorkerProcess {
         let environment = TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
             .merging(["AMQP_URL": cluster.amqpURL(startingAt: node)]) { _, new in new }
             .merging(extra) { _, new in new }
@@ -46,7 +48,10 @@ struct ClusterTests {
         let configuration = try Self.configuration("cfail", cluster: cluster)
         let prefetch = 32
         let ids = (0..<3000).map { "c\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=5&n=\($0)")) }) == ids.count)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=5&n=\($0)")) })
+                == ids.count)
         // The collector reads through node 3, which stays up; node 1, which leads the queues (they
         // were declared through it), is the one killed.
         let results = try PeerCollector(urls: cluster.amqpURL(startingAt: 3), queue: configuration.queue.results)
@@ -54,23 +59,32 @@ struct ClusterTests {
         let extra = ["WORKER_CONCURRENCY": "16", "AMQP_PREFETCH": "\(prefetch)", "AMQP_HEARTBEAT": "5"]
         let workers = try (1...3).map { try Self.worker(configuration, cluster: cluster, node: $0, extra: extra) }
         defer { for worker in workers { worker.signal(SIGKILL) } }
-        let logs = { workers.enumerated().map { "worker \($0.offset + 1):\n\($0.element.log.suffix(1500))" }.joined(separator: "\n") }
+        let logs = {
+            workers.enumerated().map { "worker \($0.offset + 1):\n\($0.element.log.suffix(1500))" }.joined(
+                separator: "\n")
+        }
 
         #expect(await eventually(timeout: 90) { results.received.count >= 800 }, "\(logs())")
         let killedAt = results.received.count
         #expect(try cluster.node(1, ["kill9"]) == 0)
         // The surviving nodes keep the work going while node 1 is down.
-        #expect(await eventually(timeout: 60) { results.received.count >= killedAt + 300 }, "no progress without node 1:\n\(logs())")
+        #expect(
+            await eventually(timeout: 60) { results.received.count >= killedAt + 300 },
+            "no progress without node 1:\n\(logs())")
         #expect(try cluster.node(1, ["start"]) == 0, "node 1 did not come back")
 
         let finished = await eventually(timeout: 120) { Self.tally(results).ok.count == ids.count }
         let tally = Self.tally(results)
-        #expect(finished, "\(ids.count - tally.ok.count) jobs never answered ok; missing e.g. \(Set(ids).subtracting(tally.ok).sorted().prefix(10))\n\(logs())")
+        #expect(
+            finished,
+            "\(ids.count - tally.ok.count) jobs never answered ok; missing e.g. \(Set(ids).subtracting(tally.ok).sorted().prefix(10))\n\(logs())"
+        )
         #expect(tally.ok == Set(ids))
         #expect(tally.notOK.isEmpty, "answered not ok: \(tally.notOK.prefix(10))")
         let duplicates = tally.answers - tally.ok.count
-        print("cluster failover: \(ids.count) jobs, \(tally.answers) results, \(duplicates) duplicates "
-              + "(node 1 killed after \(killedAt) results; prefetch \(prefetch) a worker)")
+        print(
+            "cluster failover: \(ids.count) jobs, \(tally.answers) results, \(duplicates) duplicates "
+                + "(node 1 killed after \(killedAt) results; prefetch \(prefetch) a worker)")
         // A kill -9 returns at most the killed connection's unacked window; a duplicate is a job
         // of that window whose result was confirmed before its ack reached the dead node.
         #expect(duplicates <= prefetch, "\(duplicates) duplicates: more than one prefetch window (\(prefetch))")
@@ -81,7 +95,9 @@ struct ClusterTests {
             leftover = ""
             for (name, depth) in (try? cluster.queues(through: 1)) ?? [:]
             where name.hasPrefix(configuration.queue.jobs) || name == configuration.queue.dead {
-                if depth.ready + depth.unacked > 0 { leftover += "\(name): \(depth.ready) ready, \(depth.unacked) unacked\n" }
+                if depth.ready + depth.unacked > 0 {
+                    leftover += "\(name): \(depth.ready) ready, \(depth.unacked) unacked\n"
+                }
             }
             return leftover.isEmpty
         }
@@ -105,12 +121,16 @@ struct ClusterTests {
         // Once the alarm is over, the pace drops to nothing and the rest finish at once.
         origin.setPace(milliseconds: 100)
         let ids = (0..<4000).map { "m\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }) == ids.count)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) })
+                == ids.count)
         let results = try PeerCollector(urls: cluster.amqpURL(startingAt: 2), queue: configuration.queue.results)
         defer { results.close() }
         let port = try TestBroker.freePort()
-        let worker = try Self.worker(configuration, cluster: cluster, node: 2,
-                                     extra: ["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"])
+        let worker = try Self.worker(
+            configuration, cluster: cluster, node: 2,
+            extra: ["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"])
         let endpoint = try OperationsEndpoint(port: port)
         let pid = worker.process.processIdentifier
         defer {
@@ -122,7 +142,9 @@ struct ClusterTests {
 
         // A watermark far below what the node uses raises the memory alarm at the next check (1 s).
         _ = try cluster.ctl(2, ["set_vm_memory_high_watermark", "0.000001"])
-        #expect(await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 503 }, "/readyz stayed 200 under the alarm:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 503 },
+            "/readyz stayed 200 under the alarm:\n\(worker.log.suffix(2000))")
         let blocked = await endpoint.metrics()
         #expect(blocked["image_fetch_broker_blocked"] == 1)
         // Paused: once the fetches admitted before the block have ended, the origin sees no request.
@@ -134,14 +156,20 @@ struct ClusterTests {
 
         _ = try cluster.ctl(2, ["set_vm_memory_high_watermark", "0.4"])
         origin.setPace(milliseconds: 0)
-        #expect(await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 200 }, "/readyz did not recover:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 200 },
+            "/readyz did not recover:\n\(worker.log.suffix(2000))")
         let finished = await eventually(timeout: 90) { Self.tally(results).ok.count == ids.count }
-        #expect(finished, "\(ids.count - Self.tally(results).ok.count) jobs unanswered after the alarm:\n\(worker.log.suffix(2000))")
+        #expect(
+            finished,
+            "\(ids.count - Self.tally(results).ok.count) jobs unanswered after the alarm:\n\(worker.log.suffix(2000))")
         #expect(Self.tally(results).ok == Set(ids))
         #expect(worker.isRunning && worker.process.processIdentifier == pid, "the worker restarted")
         #expect(worker.log.contains("blocked the connection"))
         #expect(worker.log.contains("unblocked the connection"))
-        #expect(!worker.log.contains("lost the broker connection"), "the alarm cost a reconnect:\n\(worker.log.suffix(2000))")
+        #expect(
+            !worker.log.contains("lost the broker connection"),
+            "the alarm cost a reconnect:\n\(worker.log.suffix(2000))")
         #expect(await worker.stop() == 0)
         for queue in QueueDepth.queueNames(configuration) { _ = try? cluster.ctl(2, ["delete_queue", queue]) }
         try await origin.shutdown()

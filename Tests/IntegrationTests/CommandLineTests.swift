@@ -6,7 +6,9 @@ import Testing
 /// options and configuration flags in both spellings.
 @Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"))
 struct CommandLineTests {
-    private func run(_ arguments: [String], _ environment: [String: String] = [:]) async throws -> (status: Int32?, output: String) {
+    private func run(
+        _ arguments: [String], _ environment: [String: String] = [:]
+    ) async throws -> (status: Int32?, output: String) {
         let process = try WorkerProcess(arguments: arguments, environment: environment)
         let status = await process.waitForExit(timeout: 60)
         return (status, process.log)
@@ -20,14 +22,17 @@ struct CommandLineTests {
         let help = try await run(["run", "--help"])
         #expect(help.status == 0)
         for key in ConfigurationLoader.keys {
-            #expect(help.output.contains(ConfigurationLoader.flagName(forKey: key) + " <"), "\(key) missing from run --help")
+            #expect(
+                help.output.contains(ConfigurationLoader.flagName(forKey: key) + " <"), "\(key) missing from run --help"
+            )
             #expect(help.output.contains(ConfigurationLoader.environmentVariableName(forKey: key)), "\(key)")
         }
     }
 
     @Test func configPrintsSourcesAndExits78OnABadValue() async throws {
-        let good = try await run(["config", "--log-format=json", "--fetch-max-bytes", "1000"],
-                                 ["WORKER_CONCURRENCY": "8", "AMQP_URL": "amqp://app:hunter2@broker/"])
+        let good = try await run(
+            ["config", "--log-format=json", "--fetch-max-bytes", "1000"],
+            ["WORKER_CONCURRENCY": "8", "AMQP_URL": "amqp://app:hunter2@broker/"])
         #expect(good.status == 0, "\(good.output)")
         let rows = good.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         #expect(rows.contains(["worker.concurrency", "8", "env", "WORKER_CONCURRENCY"]))
@@ -38,7 +43,10 @@ struct CommandLineTests {
 
         let bad = try await run(["config"], ["WORKER_CONCURRENCY": "lots", "AMQP_URL": "amqp://app:hunter2@broker/"])
         #expect(bad.status == 78)
-        #expect(bad.output == #"configuration error: worker.concurrency: must be an integer between 1 and 4096, got "lots" (from environment variable WORKER_CONCURRENCY)"# + "\n")
+        #expect(
+            bad.output
+                == #"configuration error: worker.concurrency: must be an integer between 1 and 4096, got "lots" (from environment variable WORKER_CONCURRENCY)"#
+                + "\n")
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -46,8 +54,10 @@ struct CommandLineTests {
         let configuration = try TestBroker.configuration("publish")
         defer { TestBroker.cleanUp(configuration) }
         let url = try #require(TestBroker.url)
-        let queues = ["--queue-jobs", configuration.queue.jobs, "--queue-results=\(configuration.queue.results)",
-                      "--queue-dead", configuration.queue.dead]
+        let queues = [
+            "--queue-jobs", configuration.queue.jobs, "--queue-results=\(configuration.queue.results)",
+            "--queue-dead", configuration.queue.dead,
+        ]
         let one = try await run(
             ["publish", "--amqp-url", url, "http://origin.test/a.png"] + queues + [
                 "--id", "job-1", "--key", "cats/a.png", "--reply-to", "my.replies", "--correlation-id", "req-7",
@@ -55,9 +65,12 @@ struct CommandLineTests {
             ])
         #expect(one.status == 0, "\(one.output)")
         #expect(one.output.contains("1 of 1 jobs confirmed"))
-        let two = try await run(["publish", "--amqp-url=\(url)", "http://origin.test/b.png", "http://origin.test/c.png"] + queues)
+        let two = try await run(
+            ["publish", "--amqp-url=\(url)", "http://origin.test/b.png", "http://origin.test/c.png"] + queues)
         #expect(two.status == 0, "\(two.output)")
-        #expect(try await run(["publish", "--id", "x", "http://a/1", "http://a/2", "--amqp-url", url] + queues).status == 64)
+        #expect(
+            try await run(["publish", "--id", "x", "http://a/1", "http://a/2", "--amqp-url", url] + queues).status == 64
+        )
 
         let jobs = try QueueCollector(configuration, queue: configuration.queue.jobs)
         defer { jobs.close() }
@@ -72,8 +85,10 @@ struct CommandLineTests {
         #expect(first.properties.persistent)
         #expect(first.properties.headers["tenant"] == .string("acme"))
         #expect(first.properties.headers["x-note"] == .string("a=b"))
-        let urls = received.dropFirst().compactMap { (try? JSONSerialization.jsonObject(with: Data($0.body))) as? [String: String] }
-            .compactMap { $0["url"] }
+        let urls = received.dropFirst().compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.body))) as? [String: String]
+        }
+        .compactMap { $0["url"] }
         #expect(urls == ["http://origin.test/b.png", "http://origin.test/c.png"])
     }
 }

@@ -24,9 +24,10 @@ struct ConditionalRefetchTests {
         #expect(try TestBroker.publish(configuration, bodies: [Self.body(["id": "first", "url": url])]) == 1)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: storage).merging([
-            "FETCH_TLS_CA_FILE": nginx.caFile, "FETCH_RESOLVE": nginx.resolve.joined(separator: ","),
-        ]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: storage).merging([
+                "FETCH_TLS_CA_FILE": nginx.caFile, "FETCH_RESOLVE": nginx.resolve.joined(separator: ","),
+            ]) { _, new in new })
         func result(_ id: String) async -> [String: Any]? {
             _ = await eventually(timeout: 30) { results.objects.contains { $0["id"] as? String == id } }
             return results.objects.first { $0["id"] as? String == id }
@@ -70,10 +71,14 @@ struct ConditionalRefetchTests {
         let hostile = plain.url("/validators.png?etag=\(hostileETag)&last_modified=yesterday%20at%20noon")
         let sane = plain.url("/validators.png?etag=%22v2%22&last_modified=Sun,%2006%20Nov%201994%2008:49:37%20GMT")
         let more = try [
-            Self.body(["id": "same-digest", "url": plain.url("/ok.png"), "sha256": sha256.uppercased(),
-                       "etag": "\"ignored\"", "key": "again/same-digest.png"]),
-            Self.body(["id": "other-digest", "url": plain.url("/ok.png"), "sha256": String(repeating: "0", count: 64),
-                       "key": "again/other-digest.png"]),
+            Self.body([
+                "id": "same-digest", "url": plain.url("/ok.png"), "sha256": sha256.uppercased(),
+                "etag": "\"ignored\"", "key": "again/same-digest.png",
+            ]),
+            Self.body([
+                "id": "other-digest", "url": plain.url("/ok.png"), "sha256": String(repeating: "0", count: 64),
+                "key": "again/other-digest.png",
+            ]),
             Self.body(["id": "hostile", "url": hostile]),
             Self.body(["id": "sane", "url": sane]),
         ]

@@ -1,6 +1,7 @@
 import CCurl
 import Dispatch
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The multi handle's event source (multi_socket on epoll), driven the way ``FetchLoop`` drives

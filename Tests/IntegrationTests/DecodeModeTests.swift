@@ -20,8 +20,9 @@ struct DecodeModeTests {
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let storage = TestScratch.path("decode-\(UUID().uuidString)")
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: storage)
-            .merging(["IMAGE_VERIFY": "decode", "STORAGE_KIND": "none"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: storage)
+                .merging(["IMAGE_VERIFY": "decode", "STORAGE_KIND": "none"]) { _, new in new })
         await results.wait(for: 2, timeout: 60)
         let byID = Dictionary(results.objects.map { ($0["id"] as? String ?? "", $0) }) { a, _ in a }
         let turned = try #require(byID["turned"], "worker log:\n\(worker.log.suffix(2000))")

@@ -48,10 +48,14 @@ struct FetchControlsTests {
         try await Self.withEngine(hosts: []) { origin, engine in
             var request = FetchRequest(url: origin.url("/headers"))
             request.headers = RequestHeaders.lines(
-                configured: [HTTPHeaderField(name: "Referer", value: "https://shop.example/"),
-                             HTTPHeaderField(name: "X-Api-Key", value: "k, with a comma")],
-                job: [HTTPHeaderField(name: "Authorization", value: "Bearer abc"),
-                      HTTPHeaderField(name: "referer", value: "https://other.example/page")])
+                configured: [
+                    HTTPHeaderField(name: "Referer", value: "https://shop.example/"),
+                    HTTPHeaderField(name: "X-Api-Key", value: "k, with a comma"),
+                ],
+                job: [
+                    HTTPHeaderField(name: "Authorization", value: "Bearer abc"),
+                    HTTPHeaderField(name: "referer", value: "https://other.example/page"),
+                ])
             let response = await FetchEngineTests.fetch(engine, request)
             #expect(response.error == nil)
             let lines = origin.stats.headers["/headers"] ?? []
@@ -84,28 +88,38 @@ struct FetchControlsTests {
     func patterns() async throws {
         let hosts = ["a.img.test", "deep.a.img.test", "img.test", "bad.img.test", "evil.test"]
         try await Self.withEngine(hosts: hosts, allowed: ["*.img.test"], denied: ["bad.img.test"]) { origin, engine in
-            for (host, allowed) in [("a.img.test", true), ("deep.a.img.test", true), ("IMG.test", false),
-                                    ("bad.img.test", false), ("evil.test", false)] {
+            for (host, allowed) in [
+                ("a.img.test", true), ("deep.a.img.test", true), ("IMG.test", false),
+                ("bad.img.test", false), ("evil.test", false),
+            ] {
                 let response = await Self.fetch(engine, "http://\(host):\(origin.port)/ok.png")
                 #expect((response.error == nil) == allowed, "\(host): \(String(describing: response.error))")
                 if !allowed { #expect(response.error?.code == .hostNotAllowed, "\(host)") }
             }
         }
-        try await Self.withEngine(hosts: ["evil.test", "sub.evil.test", "fine.test"], denied: ["*.evil.test", "evil.test"]) {
+        try await Self.withEngine(
+            hosts: ["evil.test", "sub.evil.test", "fine.test"], denied: ["*.evil.test", "evil.test"]
+        ) {
             origin, engine in
             #expect(await Self.fetch(engine, "http://fine.test:\(origin.port)/ok.png").error == nil)
-            #expect(await Self.fetch(engine, "http://sub.evil.test:\(origin.port)/ok.png").error?.code == .hostNotAllowed)
+            #expect(
+                await Self.fetch(engine, "http://sub.evil.test:\(origin.port)/ok.png").error?.code == .hostNotAllowed)
             #expect(await Self.fetch(engine, "http://evil.test:\(origin.port)/ok.png").error?.code == .hostNotAllowed)
         }
     }
 
     @Test("every redirect hop is checked before it is requested")
     func redirectHops() async throws {
-        try await Self.withEngine(hosts: ["images.test", "cdn.images.test", "evil.test"],
-                                  allowed: ["images.test", "*.images.test"]) { origin, engine in
+        try await Self.withEngine(
+            hosts: ["images.test", "cdn.images.test", "evil.test"],
+            allowed: ["images.test", "*.images.test"]
+        ) { origin, engine in
             // Allowed → allowed (absolute), and a relative target that keeps the host.
-            let good = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
-                                                               to: "http://cdn.images.test:\(origin.port)/ok.png"))
+            let good = await Self.fetch(
+                engine,
+                Self.redirect(
+                    origin, host: "images.test",
+                    to: "http://cdn.images.test:\(origin.port)/ok.png"))
             #expect(good.error == nil)
             #expect(good.redirects == 1)
             let relative = await Self.fetch(engine, Self.redirect(origin, host: "images.test", to: "/redirect/2"))
@@ -122,10 +136,14 @@ struct FetchControlsTests {
                 #expect(!origin.stats.hosts.contains { $0.hasPrefix("evil.test") })
             }
             // A protocol-relative target and an IP literal are hosts too.
-            let protocolRelative = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
-                                                                          to: "//evil.test:\(origin.port)/ok.png"))
+            let protocolRelative = await Self.fetch(
+                engine,
+                Self.redirect(
+                    origin, host: "images.test",
+                    to: "//evil.test:\(origin.port)/ok.png"))
             #expect(protocolRelative.error?.code == .hostNotAllowed)
-            let literal = await Self.fetch(engine, Self.redirect(origin, host: "images.test", to: origin.url("/ok.png")))
+            let literal = await Self.fetch(
+                engine, Self.redirect(origin, host: "images.test", to: origin.url("/ok.png")))
             #expect(literal.error?.code == .hostNotAllowed)
         }
     }
@@ -133,8 +151,10 @@ struct FetchControlsTests {
     @Test("an internationalised name is fetched by its punycode name; a confusable one is invalid_url")
     func internationalisedNames() async throws {
         // bücher.test is xn--bcher-kva.test; only the punycode name is mapped to the origin.
-        try await Self.withEngine(hosts: ["xn--bcher-kva.test", "images.test"],
-                                  allowed: ["bücher.test", "images.test"]) { origin, engine in
+        try await Self.withEngine(
+            hosts: ["xn--bcher-kva.test", "images.test"],
+            allowed: ["bücher.test", "images.test"]
+        ) { origin, engine in
             let validated = try URLPolicy.validate("http://BÜCHER.test:\(origin.port)/ok.png").get()
             #expect(validated.host == "xn--bcher-kva.test")
             let direct = await Self.fetch(engine, validated.url)
@@ -143,12 +163,18 @@ struct FetchControlsTests {
 
             // A redirect to the punycode name passes the allowlist entry written in Unicode. (libcurl
             // 7.88 refuses a Location whose host is raw UTF-8 as malformed: invalid_url either way.)
-            let viaRedirect = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
-                                                                      to: "http://xn--bcher-kva.test:\(origin.port)/ok.png"))
+            let viaRedirect = await Self.fetch(
+                engine,
+                Self.redirect(
+                    origin, host: "images.test",
+                    to: "http://xn--bcher-kva.test:\(origin.port)/ok.png"))
             #expect(viaRedirect.error == nil, "\(String(describing: viaRedirect.error))")
             #expect(origin.stats.hosts.last == "xn--bcher-kva.test:\(origin.port)")
-            let rawUnicode = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
-                                                                     to: "http://bücher.test:\(origin.port)/ok.png"))
+            let rawUnicode = await Self.fetch(
+                engine,
+                Self.redirect(
+                    origin, host: "images.test",
+                    to: "http://bücher.test:\(origin.port)/ok.png"))
             #expect(rawUnicode.error?.code == .invalidURL)
 
             // Latin with a Cyrillic а, in Unicode and in punycode: refused before any request.
@@ -160,13 +186,19 @@ struct FetchControlsTests {
                     continue
                 }
                 #expect(JobError(refusal).code == .invalidURL, "\(host)")
-                let redirected = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
-                                                                         to: "http://\(host):\(origin.port)/ok.png"))
+                let redirected = await Self.fetch(
+                    engine,
+                    Self.redirect(
+                        origin, host: "images.test",
+                        to: "http://\(host):\(origin.port)/ok.png"))
                 #expect(redirected.error?.code == .invalidURL, "\(host): \(String(describing: redirected.error))")
             }
             // The punycode form is refused by the engine's own check, before libcurl follows it.
-            let punycode = await Self.fetch(engine, Self.redirect(origin, host: "images.test",
-                                                                   to: "http://xn--pple-43d.test:\(origin.port)/ok.png"))
+            let punycode = await Self.fetch(
+                engine,
+                Self.redirect(
+                    origin, host: "images.test",
+                    to: "http://xn--pple-43d.test:\(origin.port)/ok.png"))
             #expect(punycode.error?.message.contains("mixes Latin, Greek or Cyrillic") == true)
             #expect(origin.stats.requests == 3, "only the redirecting requests")
         }
@@ -191,7 +223,9 @@ struct FetchControlsWorkerTests {
         defer { TestBroker.cleanUp(configuration) }
         let evil = "http%3A%2F%2Fevil.test%3A\(port)%2Fok.png"
         let bodies: [[UInt8]] = [
-            try Self.body("with-headers", "http://images.test:\(port)/ok.png?job=1", headers: ["Referer": "https://shop.example/p"]),
+            try Self.body(
+                "with-headers", "http://images.test:\(port)/ok.png?job=1",
+                headers: ["Referer": "https://shop.example/p"]),
             try Self.body("idn", "http://Bücher.test:\(port)/ok.png?job=2"),
             try Self.body("denied", "http://evil.test:\(port)/ok.png?job=3"),
             try Self.body("redirect", "http://images.test:\(port)/redirect-to?url=\(evil)"),
@@ -202,15 +236,19 @@ struct FetchControlsWorkerTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == bodies.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
-        defer { results.close(); dead.close() }
+        defer {
+            results.close()
+            dead.close()
+        }
         let storage = TestScratch.path("images-\(UUID().uuidString)")
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: storage).merging([
-            "FETCH_HEADERS": "X-Api-Key: k1, k2\nReferer: https://default.example/",
-            "FETCH_JOB_HEADERS": "Referer",
-            "FETCH_ALLOWED_HOSTS": "images.test, bücher.test",
-            "FETCH_RESOLVE": ["images.test", "xn--bcher-kva.test", "evil.test"].map { "\($0):\(port):127.0.0.1" }
-                .joined(separator: ","),
-        ]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: storage).merging([
+                "FETCH_HEADERS": "X-Api-Key: k1, k2\nReferer: https://default.example/",
+                "FETCH_JOB_HEADERS": "Referer",
+                "FETCH_ALLOWED_HOSTS": "images.test, bücher.test",
+                "FETCH_RESOLVE": ["images.test", "xn--bcher-kva.test", "evil.test"].map { "\($0):\(port):127.0.0.1" }
+                    .joined(separator: ","),
+            ]) { _, new in new })
 
         await results.wait(for: 5, timeout: 30)
         await dead.wait(for: 2, timeout: 30)
@@ -233,9 +271,11 @@ struct FetchControlsWorkerTests {
         #expect(origin.stats.hosts.contains("xn--bcher-kva.test:\(port)"))
         #expect(!origin.stats.hosts.contains { $0.hasPrefix("evil.test") }, "a refused host was requested")
 
-        #expect(Set(dead.received.compactMap { message -> String? in
-            (try? JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any])?["id"] as? String
-        }) == ["crlf", "not-allowed"])
+        #expect(
+            Set(
+                dead.received.compactMap { message -> String? in
+                    (try? JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any])?["id"] as? String
+                }) == ["crlf", "not-allowed"])
         for message in dead.received {
             #expect(message.properties.headers["x-error-code"]?.stringValue == "invalid_job")
         }

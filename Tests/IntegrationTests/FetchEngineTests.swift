@@ -11,7 +11,9 @@ import Glibc
 @Suite("FetchEngine")
 struct FetchEngineTests {
     /// Short limits so that failure cases finish fast.
-    static func configuration(_ change: (inout WorkerConfiguration.Fetch) -> Void = { _ in }) -> WorkerConfiguration.Fetch {
+    static func configuration(
+        _ change: (inout WorkerConfiguration.Fetch) -> Void = { _ in }
+    ) -> WorkerConfiguration.Fetch {
         var configuration = WorkerConfiguration.Fetch()
         configuration.timeout = 10
         configuration.connectTimeout = 2
@@ -159,7 +161,10 @@ struct FetchEngineTests {
 
     @Test("a trickle below the low-speed limit times out")
     func trickleTimesOut() async throws {
-        try await Self.withOrigin({ $0.lowSpeedLimit = 100; $0.lowSpeedTime = 1 }) { origin, engine in
+        try await Self.withOrigin({
+            $0.lowSpeedLimit = 100
+            $0.lowSpeedTime = 1
+        }) { origin, engine in
             let start = DispatchTime.now().uptimeNanoseconds
             let response = await Self.fetch(engine, origin.url("/trickle"))
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
@@ -194,7 +199,8 @@ struct FetchEngineTests {
                 #expect(origin.stats.requests == 1, "the target must not be requested")
             }
             origin.resetStats()
-            let long = await Self.fetch(engine, origin.url("/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200)))
+            let long = await Self.fetch(
+                engine, origin.url("/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200)))
             #expect(long.error?.code == .invalidURL)
             #expect(origin.stats.requests == 1)
             // An @ after the authority is fine, as in a job URL.
@@ -205,7 +211,9 @@ struct FetchEngineTests {
     }
 
     /// libcurl follows a `Location` on every 3xx status, not only on 301, 302, 303, 307 and 308.
-    @Test("a redirect target with user info is refused on any 3xx status libcurl follows", arguments: [300, 304, 305, 306, 399])
+    @Test(
+        "a redirect target with user info is refused on any 3xx status libcurl follows",
+        arguments: [300, 304, 305, 306, 399])
     func redirectChecksOnEveryFollowedStatus(status: Int) async throws {
         try await Self.withOrigin { origin, engine in
             let userInfo = "http%3A%2F%2Fuser%3Ahunter2%40127.0.0.1%3A\(origin.port)%2Fok.png"
@@ -237,7 +245,9 @@ struct FetchEngineTests {
         try await Self.withOrigin(addressPolicy: { address in
             calls.add(1, ordering: .relaxed)
             guard address.pointee.sa_family == sa_family_t(AF_INET) else { return "non-IPv4" }
-            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
+            }
             return ip == 0x7F00_0001 ? "loopback" : nil
         }) { origin, engine in
             let response = await Self.fetch(engine, origin.url("/ok.png"))
@@ -249,7 +259,9 @@ struct FetchEngineTests {
         }
         // Allowed first hop (127.0.0.1), vetoed redirect hop (127.0.0.2).
         try await Self.withOrigin(addressPolicy: { address in
-            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
+            }
             return ip == 0x7F00_0002 ? "loopback" : nil
         }) { origin, engine in
             let target = "http%3A%2F%2F127.0.0.2%3A\(origin.port)%2Fok.png"
@@ -305,10 +317,11 @@ struct FetchEngineTests {
             var tickets: [FetchTicket] = []
             for _ in 0..<5 {
                 done.enter()
-                tickets.append(engine.fetch(FetchRequest(url: origin.url("/slow?ms=5000"))) { response in
-                    codes.withLock { $0.append(response.error?.code) }
-                    done.leave()
-                })
+                tickets.append(
+                    engine.fetch(FetchRequest(url: origin.url("/slow?ms=5000"))) { response in
+                        codes.withLock { $0.append(response.error?.code) }
+                        done.leave()
+                    })
             }
             #expect(await Self.eventually { origin.stats.inFlight == 5 })
             #expect(engine.activeTransfers == 5)
@@ -377,17 +390,19 @@ struct FetchEngineTests {
         queue.setSpecific(key: key, value: 7)
         // The threads inside runBatch right now; a completion must run on one of them.
         let inside = ThreadsInside()
-        let engine = try FetchEngine(configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
-                                     runBatch: { block in
-                                         inside.enter()
-                                         block()
-                                         inside.leave()
-                                     })
+        let engine = try FetchEngine(
+            configuration: Self.configuration(), addressPolicy: nil, completionQueue: queue,
+            runBatch: { block in
+                inside.enter()
+                block()
+                inside.leave()
+            })
         let onCompletionQueue: @Sendable () -> Bool = {
             DispatchQueue.getSpecific(key: key) == 7 && inside.containsCurrentThread
         }
         let large = FetchEngine.batchedCompletionBodyLimit + 1
-        let urls = (0..<40).map { $0 % 10 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
+        let urls =
+            (0..<40).map { $0 % 10 == 0 ? origin.url("/padded.png?bytes=\(large)") : origin.url("/ok.png") }
             + [origin.url("/status/404")]
         let results = await withTaskGroup(of: (FetchResponse, Bool).self) { group in
             for url in urls {
@@ -456,8 +471,9 @@ struct FetchEngineTests {
         let origin = try await TestOrigin.start(threads: 2)
         let queue = DispatchQueue(label: "test.flow-control")
         queue.suspend()
-        let engine = try FetchEngine(configuration: configuration(), addressPolicy: nil, completionQueue: queue,
-                                     maxWaitingBodies: limit)
+        let engine = try FetchEngine(
+            configuration: configuration(), addressPolicy: nil, completionQueue: queue,
+            maxWaitingBodies: limit)
         let responses = CollectedResponses()
         let tickets = urls(origin).map { url in
             engine.fetch(FetchRequest(url: url)) { responses.append($0) }
@@ -471,7 +487,9 @@ struct FetchEngineTests {
         return HeldBurst(origin: origin, queue: queue, engine: engine, tickets: tickets, responses: responses)
     }
 
-    @Test("with a body limit, a burst of responses waits ahead of its bodies until the completion queue takes some, and every body arrives whole")
+    @Test(
+        "with a body limit, a burst of responses waits ahead of its bodies until the completion queue takes some, and every body arrives whole"
+    )
     func bodyFlowControl() async throws {
         // Large bodies take several reads of the 4 KiB receive buffer, so a resumed transfer gets
         // the chunk libcurl kept and then reads the rest from the socket.

@@ -175,7 +175,11 @@ struct FetchTLSTests {
         // Both names on the same address and port: only the name tells the origins apart.
         let address = origin.address(of: "one.test")
         let engine = try Self.engine(
-            origin, addressPolicy: { _ in vetted.withLock { $0 += 1 }; return nil },
+            origin,
+            addressPolicy: { _ in
+                vetted.withLock { $0 += 1 }
+                return nil
+            },
             resolve: ["one.test:\(origin.port):\(address)", "two.test:\(origin.port):\(address)"])
         defer { engine.shutdown() }
         for name in ["one.test", "two.test", "one.test", "two.test"] {
@@ -216,8 +220,10 @@ final class FileOpenWatch: @unchecked Sendable {  // count() reads the descripto
             var offset = 0
             while offset < read {
                 let (mask, length) = buffer.withUnsafeBytes {
-                    ($0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                     $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                    (
+                        $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
+                        $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                    )
                 }
                 if mask & UInt32(IN_OPEN) != 0 { seen += 1 }
                 offset += 16 + Int(length)
@@ -238,23 +244,23 @@ final class GarbageH2Server: @unchecked Sendable {  // set up once; stop() from 
         port = try TestBroker.freePort()
         script = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-garbage-h2-\(UUID().uuidString).py")
         try """
-            import socket, ssl, sys
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(sys.argv[2], sys.argv[3])
-            context.set_alpn_protocols(["h2"])
-            listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
-            print("ready", flush=True)
-            while True:
-                raw, _ = listener.accept()
-                try:
-                    connection = context.wrap_socket(raw, server_side=True)
-                    connection.recv(4096)
-                    connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nhello" * 4)
-                    connection.recv(4096)
-                    connection.close()
-                except Exception:
-                    raw.close()
-            """.write(to: script, atomically: true, encoding: .utf8)
+        import socket, ssl, sys
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[2], sys.argv[3])
+        context.set_alpn_protocols(["h2"])
+        listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+        print("ready", flush=True)
+        while True:
+            raw, _ = listener.accept()
+            try:
+                connection = context.wrap_socket(raw, server_side=True)
+                connection.recv(4096)
+                connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nhello" * 4)
+                connection.recv(4096)
+                connection.close()
+            except Exception:
+                raw.close()
+        """.write(to: script, atomically: true, encoding: .utf8)
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [script.path, "\(port)", certificate, key]

@@ -19,8 +19,13 @@ struct HostileHeaderEndToEndTests {
         ("attempt-unsigned", ["x-attempt": .uint64(.max)]),
         ("redrive-count", ["x-redrive-count": .int(.max)]),
         ("first-seen", ["x-first-seen": .string(String(repeating: "z", count: 8192))]),
-        ("traceparent", ["traceparent": .string("00-" + String(repeating: "f", count: 4096)),
-                         "tracestate": .table(["a": .array([.void])])]),
+        (
+            "traceparent",
+            [
+                "traceparent": .string("00-" + String(repeating: "f", count: 4096)),
+                "tracestate": .table(["a": .array([.void])]),
+            ]
+        ),
         ("x-death", ["x-death": .array([.table(["time": .uint64(.max), "count": .string("-1")]), .int(.max)])]),
     ]
 
@@ -47,7 +52,8 @@ struct HostileHeaderEndToEndTests {
             let slowIDs = (0..<3).map { "\(name)-slow-\($0)" }
             let failingIDs = (0..<2).map { "\(name)-503-\($0)" }
             let okIDs = (0..<2).map { "\(name)-ok-\($0)" }
-            let bodies = slowIDs.map { JobPublisher.jobBody(id: $0, url: slow.url("/slow?ms=800&n=\($0)")) }
+            let bodies =
+                slowIDs.map { JobPublisher.jobBody(id: $0, url: slow.url("/slow?ms=800&n=\($0)")) }
                 + failingIDs.map { JobPublisher.jobBody(id: $0, url: failing.url("/status/503?n=\($0)")) }
                 + okIDs.map { JobPublisher.jobBody(id: $0, url: fast.url("/ok.png?n=\($0)")) }
             #expect(publisher.publish(bodies: bodies, headers: headers) == bodies.count, "\(name)")
@@ -59,9 +65,11 @@ struct HostileHeaderEndToEndTests {
         defer { dead.close() }
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(["WORKER_CONCURRENCY": "8", "SCHEDULER_MAX_WAIT": "100ms", "SCHEDULER_DEFER_DELAYS": "1s",
-                          "SCHEDULER_INITIAL_LIMIT": "2", "SCHEDULER_MAX_LIMIT": "4",
-                          "SCHEDULER_MAX_OVERLOAD_PAUSE": "2s"]) { _, new in new })
+                .merging([
+                    "WORKER_CONCURRENCY": "8", "SCHEDULER_MAX_WAIT": "100ms", "SCHEDULER_DEFER_DELAYS": "1s",
+                    "SCHEDULER_INITIAL_LIMIT": "2", "SCHEDULER_MAX_LIMIT": "4",
+                    "SCHEDULER_MAX_OVERLOAD_PAUSE": "2s",
+                ]) { _, new in new })
         func ended() -> Set<String> {
             let resulted = results.objects.compactMap { $0["id"] as? String }
             let deadLettered = dead.objects.compactMap { $0["id"] as? String }
@@ -69,8 +77,9 @@ struct HostileHeaderEndToEndTests {
         }
         let done = await eventually(timeout: 120) { !worker.isRunning || ended().isSuperset(of: ids) }
         #expect(worker.isRunning, "the worker died; log:\n\(worker.log.suffix(3000))")
-        #expect(done && ended().isSuperset(of: ids),
-                "\(ids.subtracting(ended()).count) never ended, e.g. \(ids.subtracting(ended()).sorted().prefix(5))")
+        #expect(
+            done && ended().isSuperset(of: ids),
+            "\(ids.subtracting(ended()).count) never ended, e.g. \(ids.subtracting(ended()).sorted().prefix(5))")
         #expect(await worker.stop() == 0)
         try await fast.shutdown()
         try await slow.shutdown()

@@ -43,21 +43,27 @@ struct HostileOriginTests {
     /// Every misbehaviour of issue 4, with the code and retryability its result must carry.
     static let cases: [Case] = [
         Case(id: "html", path: "/html", code: "not_an_image", retryable: false, httpStatus: 200),
-        Case(id: "png-with-html-body", path: "/html?type=image/png", code: "not_an_image", retryable: false, httpStatus: 200),
+        Case(
+            id: "png-with-html-body", path: "/html?type=image/png", code: "not_an_image", retryable: false,
+            httpStatus: 200),
         Case(id: "endless", path: "/endless", code: "too_large", retryable: false),
         // Headers only, then silence: refused on its Content-Length, or it would end in the low-speed timeout.
-        Case(id: "declared-too-large", path: "/big?bytes=2000000", code: "too_large", retryable: false, httpStatus: 200),
+        Case(
+            id: "declared-too-large", path: "/big?bytes=2000000", code: "too_large", retryable: false, httpStatus: 200),
         Case(id: "trickle", path: "/trickle", code: "timeout", retryable: true),
         Case(id: "loop", path: "/loop", code: "too_many_redirects", retryable: false),
         Case(id: "long-chain", path: "/redirect/6", code: "too_many_redirects", retryable: false),
         Case(id: "metadata", path: "/redirect-to?url=\(metadataTarget)", code: "forbidden_address", retryable: false),
-        Case(id: "passwd", path: "/redirect-to?url=file%3A%2F%2F%2Fetc%2Fpasswd", code: "unsupported_scheme",
-             retryable: false),
+        Case(
+            id: "passwd", path: "/redirect-to?url=file%3A%2F%2F%2Fetc%2Fpasswd", code: "unsupported_scheme",
+            retryable: false),
         // Redirect targets get the job URL's checks: no user info, at most 8 KiB.
-        Case(id: "redirect-user-info", path: "/redirect-to?url=http%3A%2F%2Fuser%3Apw%40127.0.0.1%2Fok.png",
-             code: "invalid_url", retryable: false),
-        Case(id: "redirect-too-long", path: "/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200),
-             code: "invalid_url", retryable: false),
+        Case(
+            id: "redirect-user-info", path: "/redirect-to?url=http%3A%2F%2Fuser%3Apw%40127.0.0.1%2Fok.png",
+            code: "invalid_url", retryable: false),
+        Case(
+            id: "redirect-too-long", path: "/redirect-to?url=%2Fok.png%3Fpad%3D" + String(repeating: "a", count: 8200),
+            code: "invalid_url", retryable: false),
         Case(id: "truncated", path: "/truncated", code: "truncated", retryable: true),
         Case(id: "pixels", path: "/endless?png=100000x100000", code: "too_many_pixels", retryable: false),
         Case(id: "404", path: "/status/404", code: "http_error", retryable: false, httpStatus: 404),
@@ -77,16 +83,22 @@ struct HostileOriginTests {
 
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
-        defer { results.close(); dead.close() }
+        defer {
+            results.close()
+            dead.close()
+        }
         // Private networks stay denied; only the origin's own address is allowed.
-        let worker = try WorkerProcess(environment: Self.environment(configuration, [
-            "FETCH_ALLOWED_NETWORKS": "127.0.0.1/32",
-            "FETCH_MAX_BYTES": "\(maxBytes)",
-            "FETCH_MAX_REDIRECTS": "5",
-            "FETCH_LOW_SPEED_LIMIT": "100",
-            "FETCH_LOW_SPEED_TIME": "2",
-            "FETCH_TIMEOUT": "30",
-        ]))
+        let worker = try WorkerProcess(
+            environment: Self.environment(
+                configuration,
+                [
+                    "FETCH_ALLOWED_NETWORKS": "127.0.0.1/32",
+                    "FETCH_MAX_BYTES": "\(maxBytes)",
+                    "FETCH_MAX_REDIRECTS": "5",
+                    "FETCH_LOW_SPEED_LIMIT": "100",
+                    "FETCH_LOW_SPEED_TIME": "2",
+                    "FETCH_TIMEOUT": "30",
+                ]))
         await results.wait(for: bodies.count, timeout: 60)
         let byID = Self.byID(results)
         #expect(byID.count == bodies.count, "worker log:\n\(worker.log.suffix(3000))")
@@ -154,11 +166,12 @@ struct HostileOriginTests {
         let total = timings["total_ms"] as? Double ?? 0
         #expect(total > 0)
         #expect((timings["ttfb_ms"] as? Double ?? .infinity) <= total)
-        #expect(Set(good.keys) == [
-            "id", "url", "status", "attempt", "redelivered", "http_status", "content_type", "format", "width",
-            "height", "frames", "animated", "bytes", "sha256", "location", "final_url", "redirects", "duration_ms",
-            "timings", "worker", "finished_at",
-        ])
+        #expect(
+            Set(good.keys) == [
+                "id", "url", "status", "attempt", "redelivered", "http_status", "content_type", "format", "width",
+                "height", "frames", "animated", "bytes", "sha256", "location", "final_url", "redirects", "duration_ms",
+                "timings", "worker", "finished_at",
+            ])
 
         // Retryable failures on their last attempt are also dead-lettered, with their code.
         await dead.wait(for: 4, timeout: 10)
@@ -167,7 +180,9 @@ struct HostileOriginTests {
 
         // Still consuming after all that.
         #expect(worker.isRunning)
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "after", url: origin.url("/ok.png"))]) == 1)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "after", url: origin.url("/ok.png"))]) == 1)
         await results.wait(for: bodies.count + 1, timeout: 30)
         #expect(Self.byID(results)["after"]?["status"] as? String == "ok")
         #expect(await worker.stop() == 0)
@@ -247,7 +262,8 @@ struct HostileOriginTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == bodies.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: Self.environment(configuration, ["FETCH_ALLOWED_NETWORKS": "127.0.0.1/32"]))
+        let worker = try WorkerProcess(
+            environment: Self.environment(configuration, ["FETCH_ALLOWED_NETWORKS": "127.0.0.1/32"]))
         await results.wait(for: bodies.count, timeout: 30)
         let byID = Self.byID(results)
         #expect(byID.count == bodies.count, "worker log:\n\(worker.log.suffix(3000))")

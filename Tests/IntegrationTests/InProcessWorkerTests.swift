@@ -17,7 +17,9 @@ struct InProcessWorkerTests {
         configuration.worker.concurrency = 4
         configuration.worker.drainTimeout = 5
         let ids = (0..<50).map { "ip-\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) })
                 == ids.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
@@ -28,8 +30,9 @@ struct InProcessWorkerTests {
         #expect(Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids))
         // A job counts as succeeded once its result is confirmed, which can come after the
         // collector already has the result: wait for the count rather than race it.
-        #expect(await eventually(timeout: 10) { worker.stats.snapshot.succeeded == ids.count },
-                "succeeded: \(worker.stats.snapshot.succeeded)")
+        #expect(
+            await eventually(timeout: 10) { worker.stats.snapshot.succeeded == ids.count },
+            "succeeded: \(worker.stats.snapshot.succeeded)")
 
         let status: Int32 = await withCheckedContinuation { continuation in
             worker.shutdown { continuation.resume(returning: $0) }

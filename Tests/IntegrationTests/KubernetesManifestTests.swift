@@ -15,7 +15,8 @@ struct KubernetesManifestTests {
         try edit(copy)
         let log = TestScratch.path("check-kubernetes-\(UUID().uuidString).log")
         // Standard error joined to the log in the shell: TestBroker.run's log keeps only standard output here.
-        let status = try TestBroker.run("/bin/bash", ["-c", #"exec "$0" "$@" 2>&1"#, root + "/scripts/check-kubernetes.sh", copy], log: log)
+        let status = try TestBroker.run(
+            "/bin/bash", ["-c", #"exec "$0" "$@" 2>&1"#, root + "/scripts/check-kubernetes.sh", copy], log: log)
         let output = try String(contentsOfFile: log, encoding: .utf8)
         return (status, output)
     }
@@ -31,15 +32,22 @@ struct KubernetesManifestTests {
         let good = try Self.check { _ in }
         #expect(good.status == 0, "\(good.output)")
 
-        let replicas = try Self.check { try Self.replace($0 + "/deployment.yaml", "  revisionHistoryLimit: 5", "  replicas: 3\n  revisionHistoryLimit: 5") }
+        let replicas = try Self.check {
+            try Self.replace(
+                $0 + "/deployment.yaml", "  revisionHistoryLimit: 5", "  replicas: 3\n  revisionHistoryLimit: 5")
+        }
         #expect(replicas.status == 1)
         #expect(replicas.output.contains("has spec.replicas"), "\(replicas.output)")
 
-        let classic = try Self.check { try Self.replace($0 + "/configmap.yaml", "QUEUE_TYPE: quorum", "QUEUE_TYPE: classic") }
+        let classic = try Self.check {
+            try Self.replace($0 + "/configmap.yaml", "QUEUE_TYPE: quorum", "QUEUE_TYPE: classic")
+        }
         #expect(classic.status == 1)
         #expect(classic.output.contains("QUEUE_TYPE should be quorum"), "\(classic.output)")
 
-        let unlisted = try Self.check { try Self.replace($0 + "/kustomization.yaml", "  - poddisruptionbudget.yaml\n", "") }
+        let unlisted = try Self.check {
+            try Self.replace($0 + "/kustomization.yaml", "  - poddisruptionbudget.yaml\n", "")
+        }
         #expect(unlisted.status == 1)
         #expect(unlisted.output.contains("does not list poddisruptionbudget.yaml"), "\(unlisted.output)")
 

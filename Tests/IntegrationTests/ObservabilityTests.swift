@@ -12,7 +12,8 @@ struct ObservabilityTests {
 
     /// Runs `python3 scripts/check-metric-names.py PAGE`; its exit status and output.
     static func checkMetricNames(page: String) throws -> (Int32, String) {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-metrics-\(getpid())-\(UUID()).txt")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ifw-metrics-\(getpid())-\(UUID()).txt")
         try Data(page.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let process = Process()
@@ -30,8 +31,9 @@ struct ObservabilityTests {
     /// VmRSS of a process, in bytes.
     static func residentBytes(pid: Int32) -> Double? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kib = Double(line.split(separator: " ")[1]) else { return nil }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kib = Double(line.split(separator: " ")[1])
+        else { return nil }
         return kib * 1024
     }
 
@@ -42,8 +44,12 @@ struct ObservabilityTests {
         let configuration = try TestBroker.configuration("observability-metrics")
         defer { TestBroker.cleanUp(configuration) }
         var bodies: [[UInt8]] = []
-        for index in 0..<6 { bodies.append(JobPublisher.jobBody(id: "ok\(index)", url: origin.url("/ok.png?n=\(index)"))) }
-        for index in 0..<2 { bodies.append(JobPublisher.jobBody(id: "nf\(index)", url: origin.url("/status/404?n=\(index)"))) }
+        for index in 0..<6 {
+            bodies.append(JobPublisher.jobBody(id: "ok\(index)", url: origin.url("/ok.png?n=\(index)")))
+        }
+        for index in 0..<2 {
+            bodies.append(JobPublisher.jobBody(id: "nf\(index)", url: origin.url("/status/404?n=\(index)")))
+        }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == bodies.count)
         let started = Date().timeIntervalSince1970
         let (worker, endpoint) = try OperationsTests.startWorker(configuration)
@@ -70,7 +76,9 @@ struct ObservabilityTests {
         let samples = PrometheusSamples(text: page)
         let resident = try #require(samples["process_resident_memory_bytes"])
         let procRSS = try #require(rss)
-        #expect(abs(resident - procRSS) <= 0.1 * procRSS, "process_resident_memory_bytes \(resident), /proc VmRSS \(procRSS)")
+        #expect(
+            abs(resident - procRSS) <= 0.1 * procRSS,
+            "process_resident_memory_bytes \(resident), /proc VmRSS \(procRSS)")
         #expect(try #require(samples["process_virtual_memory_bytes"]) > resident)
         #expect(try #require(samples["process_cpu_seconds_total"]) > 0)
         let open = try #require(samples["process_open_fds"])
@@ -85,7 +93,8 @@ struct ObservabilityTests {
         let (checked, output) = try Self.checkMetricNames(page: page)
         #expect(checked == 0, "check-metric-names.py:\n\(output)")
         // ... and the check does fail for a page without them.
-        let (failed, _) = try Self.checkMetricNames(page: "# TYPE image_fetch_concurrency gauge\nimage_fetch_concurrency 1\n")
+        let (failed, _) = try Self.checkMetricNames(
+            page: "# TYPE image_fetch_concurrency gauge\nimage_fetch_concurrency 1\n")
         #expect(failed == 1)
         _ = await worker.stop()
     }
@@ -121,12 +130,19 @@ struct ObservabilityTests {
     func spansReachAnOTLPReceiverAndResultsCarryTheContext(protocol: String?) async throws {
         let origin = try await TestOrigin.start()
         let receiver = try await OTLPReceiver.start()
-        defer { Task { try? await origin.shutdown(); try? await receiver.shutdown() } }
+        defer {
+            Task {
+                try? await origin.shutdown()
+                try? await receiver.shutdown()
+            }
+        }
         let configuration = try TestBroker.configuration("observability-traces")
         defer { TestBroker.cleanUp(configuration) }
         let publisher = try JobPublisher(configuration: configuration, logger: .init(label: "test.publisher"))
-        #expect(publisher.publish(bodies: [JobPublisher.jobBody(id: "traced", url: origin.url("/ok.png?token=secret"))],
-                                  headers: ["traceparent": .string(Self.parent), "tracestate": .string("vendor=x1")]) == 1)
+        #expect(
+            publisher.publish(
+                bodies: [JobPublisher.jobBody(id: "traced", url: origin.url("/ok.png?token=secret"))],
+                headers: ["traceparent": .string(Self.parent), "tracestate": .string("vendor=x1")]) == 1)
         #expect(publisher.publish(bodies: [JobPublisher.jobBody(id: "fresh", url: origin.url("/status/404"))]) == 1)
         publisher.close()
         // The publisher declared the topology, results queue included.
@@ -143,13 +159,17 @@ struct ObservabilityTests {
         #expect(delivered.count == 2, "worker log:\n\(worker.log.suffix(3000))")
 
         // The result of the traced job continues its trace, with the worker's job span as parent.
-        let traced = try #require(delivered.first { String(decoding: $0.body, as: UTF8.self).contains(#""id":"traced""#) })
+        let traced = try #require(
+            delivered.first { String(decoding: $0.body, as: UTF8.self).contains(#""id":"traced""#) })
         let resultContext = try #require(TraceHeaders.extract(traced.properties.headers))
         #expect(resultContext.traceID.hex == "0af7651916cd43dd8448eb211c80319c")
         #expect(resultContext.spanIDHex != "b7ad6b7169203331")
         #expect(resultContext.traceState == "vendor=x1")
 
-        #expect(await eventually(timeout: 20) { receiver.spans.contains { $0.name.hasPrefix("process ") && $0.traceID != resultContext.traceID.hex } })
+        #expect(
+            await eventually(timeout: 20) {
+                receiver.spans.contains { $0.name.hasPrefix("process ") && $0.traceID != resultContext.traceID.hex }
+            })
         let spans = receiver.spans
         let inTrace = spans.filter { $0.traceID == "0af7651916cd43dd8448eb211c80319c" }
         let job = try #require(inTrace.first { $0.name.hasPrefix("process ") }, "spans: \(spans.map(\.name))")
@@ -160,7 +180,9 @@ struct ObservabilityTests {
         #expect(job.attributes["messaging.system"] == "rabbitmq")
         #expect(job.attributes["messaging.destination.name"] == configuration.queue.jobs)
         let stages = inTrace.filter { $0.parentSpanID == job.spanID }
-        #expect(Set(stages.map(\.name)).isSuperset(of: ["fetch", "validate", "store", "publish"]), "stages: \(stages.map(\.name))")
+        #expect(
+            Set(stages.map(\.name)).isSuperset(of: ["fetch", "validate", "store", "publish"]),
+            "stages: \(stages.map(\.name))")
         let fetch = try #require(stages.first { $0.name == "fetch" })
         #expect(fetch.kind == 3)
         #expect(fetch.attributes["http.request.method"] == "GET")
@@ -172,10 +194,12 @@ struct ObservabilityTests {
         #expect(!receiver.contentTypes.isEmpty && receiver.contentTypes.allSatisfy { $0 == contentType })
 
         // The job without a context started a trace of its own; its result names it.
-        let fresh = try #require(delivered.first { String(decoding: $0.body, as: UTF8.self).contains(#""id":"fresh""#) })
+        let fresh = try #require(
+            delivered.first { String(decoding: $0.body, as: UTF8.self).contains(#""id":"fresh""#) })
         let freshContext = try #require(TraceHeaders.extract(fresh.properties.headers))
         #expect(freshContext.traceID != resultContext.traceID)
-        let freshJob = try #require(spans.first { $0.traceID == freshContext.traceID.hex && $0.name.hasPrefix("process ") })
+        let freshJob = try #require(
+            spans.first { $0.traceID == freshContext.traceID.hex && $0.name.hasPrefix("process ") })
         #expect(freshJob.parentSpanID == nil || freshJob.parentSpanID == "")
         #expect(freshJob.statusCode == 2)
 
@@ -191,33 +215,49 @@ struct ObservabilityTests {
     func aJobHandedBackByADrainEndsItsSpan() async throws {
         let origin = try await TestOrigin.start()
         let receiver = try await OTLPReceiver.start()
-        defer { Task { try? await origin.shutdown(); try? await receiver.shutdown() } }
+        defer {
+            Task {
+                try? await origin.shutdown()
+                try? await receiver.shutdown()
+            }
+        }
         let configuration = try TestBroker.configuration("observability-drain-traces")
         defer { TestBroker.cleanUp(configuration) }
         // Concurrency 1 and the default prefetch of 2: the first job fetches, the second waits.
         let traces = ["1111111111111111aaaaaaaaaaaaaaaa", "2222222222222222bbbbbbbbbbbbbbbb"]
         let publisher = try JobPublisher(configuration: configuration, logger: .init(label: "test.publisher"))
         for (index, trace) in traces.enumerated() {
-            #expect(publisher.publish(bodies: [JobPublisher.jobBody(id: "drain-\(index)", url: origin.url("/slow?ms=2000&n=\(index)"))],
-                                      headers: ["traceparent": .string("00-\(trace)-b7ad6b7169203331-01")]) == 1)
+            #expect(
+                publisher.publish(
+                    bodies: [JobPublisher.jobBody(id: "drain-\(index)", url: origin.url("/slow?ms=2000&n=\(index)"))],
+                    headers: ["traceparent": .string("00-\(trace)-b7ad6b7169203331-01")]) == 1)
         }
         publisher.close()
 
-        let (worker, endpoint) = try OperationsTests.startWorker(configuration, extra: [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
-            "WORKER_CONCURRENCY": "1",
-        ])
+        let (worker, endpoint) = try OperationsTests.startWorker(
+            configuration,
+            extra: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
+                "WORKER_CONCURRENCY": "1",
+            ])
         #expect(await eventually(timeout: 30) { origin.stats.inFlight == 1 }, "worker log:\n\(worker.log.suffix(3000))")
-        #expect(await eventuallyAsync(timeout: 10) { await endpoint.metrics()["image_fetch_jobs_waiting_admission"] == 1 })
+        #expect(
+            await eventuallyAsync(timeout: 10) { await endpoint.metrics()["image_fetch_jobs_waiting_admission"] == 1 })
         #expect(await worker.stop() == 0)
 
-        #expect(await eventually(timeout: 20) { receiver.spans.contains { $0.traceID == traces[1] && $0.name.hasPrefix("process ") } },
-                "spans: \(receiver.spans.map { "\($0.traceID) \($0.name)" })")
+        #expect(
+            await eventually(timeout: 20) {
+                receiver.spans.contains { $0.traceID == traces[1] && $0.name.hasPrefix("process ") }
+            },
+            "spans: \(receiver.spans.map { "\($0.traceID) \($0.name)" })")
         let handedBack = try #require(receiver.spans.first { $0.traceID == traces[1] && $0.name.hasPrefix("process ") })
         #expect(handedBack.statusCode == 2)
         #expect(handedBack.attributes["error.type"] == "aborted")
         #expect(!receiver.spans.contains { $0.traceID == traces[1] && $0.name == "fetch" })
-        #expect(await eventually(timeout: 5) { receiver.spans.contains { $0.traceID == traces[0] && $0.name.hasPrefix("process ") } })
+        #expect(
+            await eventually(timeout: 5) {
+                receiver.spans.contains { $0.traceID == traces[0] && $0.name.hasPrefix("process ") }
+            })
         let finished = try #require(receiver.spans.first { $0.traceID == traces[0] && $0.name.hasPrefix("process ") })
         #expect(finished.statusCode != 2)
         #expect(try TestBroker.ready(configuration, queue: configuration.queue.jobs) == 1)

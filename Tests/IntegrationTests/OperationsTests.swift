@@ -7,18 +7,23 @@ import Testing
 @Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"), .serialized)
 struct OperationsTests {
     /// A worker process with its operations endpoint on a free port.
-    static func startWorker(_ configuration: WorkerConfiguration, extra: [String: String] = [:])
+    static func startWorker(
+        _ configuration: WorkerConfiguration, extra: [String: String] = [:]
+    )
         throws -> (WorkerProcess, OperationsEndpoint)
     {
         let port = try TestBroker.freePort()
         let environment = TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "METRICS_DEPTH_INTERVAL": "1"]) { _, new in new }
+            .merging(["HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "METRICS_DEPTH_INTERVAL": "1"]) { _, new in new
+            }
             .merging(extra) { _, new in new }
         return (try WorkerProcess(environment: environment), try OperationsEndpoint(port: port))
     }
 
     /// Runs `image-fetch-worker ARGS` to completion; its exit status and everything it printed.
-    static func command(_ arguments: [String], environment: [String: String]) async throws -> (status: Int32?, output: String) {
+    static func command(
+        _ arguments: [String], environment: [String: String]
+    ) async throws -> (status: Int32?, output: String) {
         let process = try WorkerProcess(arguments: arguments, environment: environment)
         let status = await process.waitForExit(timeout: 30)
         return (status, process.log)
@@ -30,9 +35,15 @@ struct OperationsTests {
         let configuration = try TestBroker.configuration("metrics")
         defer { TestBroker.cleanUp(configuration) }
         var bodies: [[UInt8]] = []
-        for index in 0..<20 { bodies.append(JobPublisher.jobBody(id: "ok\(index)", url: origin.url("/ok.png?n=\(index)"))) }
-        for index in 0..<5 { bodies.append(JobPublisher.jobBody(id: "nf\(index)", url: origin.url("/status/404?n=\(index)"))) }
-        for index in 0..<3 { bodies.append(JobPublisher.jobBody(id: "html\(index)", url: origin.url("/html?n=\(index)"))) }
+        for index in 0..<20 {
+            bodies.append(JobPublisher.jobBody(id: "ok\(index)", url: origin.url("/ok.png?n=\(index)")))
+        }
+        for index in 0..<5 {
+            bodies.append(JobPublisher.jobBody(id: "nf\(index)", url: origin.url("/status/404?n=\(index)")))
+        }
+        for index in 0..<3 {
+            bodies.append(JobPublisher.jobBody(id: "html\(index)", url: origin.url("/html?n=\(index)")))
+        }
         bodies.append(JobPublisher.jobBody(id: "ftp", url: "ftp://127.0.0.1/x.png"))
         bodies.append(Array("not json".utf8))
         bodies.append(Array(#"{"id":"no-url"}"#.utf8))
@@ -81,8 +92,11 @@ struct OperationsTests {
             for name in QueueDepth.queueNames(configuration) {
                 let ready = metrics["image_fetch_queue_ready_messages", ["queue": name]]
                 let consumers = metrics["image_fetch_queue_consumers", ["queue": name]]
-                if ready != broker[name].map({ Double($0.ready) }) || consumers != broker[name].map({ Double($0.consumers) }) {
-                    mismatch += "\(name): gauge \(String(describing: ready))/\(String(describing: consumers)), "
+                if ready != broker[name].map({ Double($0.ready) })
+                    || consumers != broker[name].map({ Double($0.consumers) })
+                {
+                    mismatch +=
+                        "\(name): gauge \(String(describing: ready))/\(String(describing: consumers)), "
                         + "rabbitmqctl \(String(describing: broker[name]))\n"
                 }
             }
@@ -103,7 +117,8 @@ struct OperationsTests {
             let code = (object["error"] as? [String: Any])?["code"] as? String ?? "none"
             byCode["\(object["status"] as? String ?? "?")/\(code)", default: 0] += 1
         }
-        #expect(byCode == ["ok/none": 20, "failed/http_error": 5, "failed/not_an_image": 3, "failed/unsupported_scheme": 1])
+        #expect(
+            byCode == ["ok/none": 20, "failed/http_error": 5, "failed/not_an_image": 3, "failed/unsupported_scheme": 1])
         #expect(worker.log.contains("summary"), "the summary line (every 2 s in tests) is missing")
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
@@ -150,11 +165,16 @@ struct OperationsTests {
         #expect(await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 200 }, "never ready:\n\(worker.log)")
         let bodies = (0..<10).map { JobPublisher.jobBody(id: "r\($0)", url: origin.url("/slow?ms=1500&n=\($0)")) }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 10)
-        #expect(await eventuallyAsync(timeout: 10) { await endpoint.metrics()["image_fetch_jobs_waiting_admission"] ?? 0 >= 5 })
+        #expect(
+            await eventuallyAsync(timeout: 10) {
+                await endpoint.metrics()["image_fetch_jobs_waiting_admission"] ?? 0 >= 5
+            })
 
         let stopped = try TestBroker.run(script, ["stop"])
         #expect(stopped == 0)
-        #expect(await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 503 }, "still ready with the broker stopped")
+        #expect(
+            await eventuallyAsync(timeout: 30) { await endpoint.readiness() == 503 },
+            "still ready with the broker stopped")
         let down = await endpoint.metrics()
         #expect(down["image_fetch_broker_connected"] == 0)
         #expect(down["image_fetch_broker_connection_state", ["state": "consuming"]] == 0)
@@ -162,8 +182,9 @@ struct OperationsTests {
 
         let started = try TestBroker.run(script, ["start"])
         #expect(started == 0)
-        #expect(await eventuallyAsync(timeout: 60) { await endpoint.readiness() == 200 },
-                "not ready again after the broker came back:\n\(worker.log.suffix(3000))")
+        #expect(
+            await eventuallyAsync(timeout: 60) { await endpoint.readiness() == 200 },
+            "not ready again after the broker came back:\n\(worker.log.suffix(3000))")
         let up = await endpoint.metrics()
         #expect(up["image_fetch_reconnects_total"].map { $0 >= 1 } == true)
         #expect(up["image_fetch_broker_connection_state", ["state": "consuming"]] == 1)
@@ -216,9 +237,11 @@ struct OperationsTests {
     }
 
     /// Needs the management plugin, which scripts/test.sh enables (IFW_TEST_MANAGEMENT_URL).
-    @Test(.timeLimit(.minutes(2)),
-          .enabled(if: ProcessInfo.processInfo.environment["IFW_TEST_MANAGEMENT_URL"] != nil,
-                   "needs the management API that scripts/test.sh enables"))
+    @Test(
+        .timeLimit(.minutes(2)),
+        .enabled(
+            if: ProcessInfo.processInfo.environment["IFW_TEST_MANAGEMENT_URL"] != nil,
+            "needs the management API that scripts/test.sh enables"))
     func depthAddsUnackedAndRatesFromTheManagementAPI() async throws {
         let management = try #require(ProcessInfo.processInfo.environment["IFW_TEST_MANAGEMENT_URL"])
         let origin = try await TestOrigin.start(threads: 2)
@@ -230,16 +253,20 @@ struct OperationsTests {
         let (worker, _) = try Self.startWorker(
             configuration, extra: ["WORKER_CONCURRENCY": "2", "AMQP_PREFETCH": "6", "WORKER_DRAIN_TIMEOUT": "1"])
         let environment = TestBroker.environment(configuration, storage: "/nonexistent")
-        #expect(await eventuallyAsync(timeout: 20) { (try? TestBroker.listQueues()[configuration.queue.jobs]?.unacked) == 6 })
+        #expect(
+            await eventuallyAsync(timeout: 20) {
+                (try? TestBroker.listQueues()[configuration.queue.jobs]?.unacked) == 6
+            })
 
         // Credentials from amqp.url (the URL has none); the management API's statistics lag a few seconds.
         var last = ""
         let agrees = await eventuallyAsync(timeout: 30) {
-            guard let (status, output) = try? await Self.command(
-                ["depth", "--json", "--management-url", management], environment: environment), status == 0,
-                  let line = output.split(separator: "\n").last(where: { $0.hasPrefix("[") }),
-                  let rows = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [[String: Any]],
-                  let jobs = rows.first
+            guard
+                let (status, output) = try? await Self.command(
+                    ["depth", "--json", "--management-url", management], environment: environment), status == 0,
+                let line = output.split(separator: "\n").last(where: { $0.hasPrefix("[") }),
+                let rows = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [[String: Any]],
+                let jobs = rows.first
             else { return false }
             last = String(line)
             return jobs["unacked"] as? Int == 6 && jobs["ready"] as? Int == 6 && jobs.keys.contains("publish_rate")

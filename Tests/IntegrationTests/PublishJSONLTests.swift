@@ -13,8 +13,10 @@ struct PublishJSONLTests {
     }
 
     private func arguments(_ configuration: WorkerConfiguration) throws -> [String] {
-        ["--amqp-url", try #require(TestBroker.url), "--queue-jobs", configuration.queue.jobs,
-         "--queue-results", configuration.queue.results, "--queue-dead", configuration.queue.dead]
+        [
+            "--amqp-url", try #require(TestBroker.url), "--queue-jobs", configuration.queue.jobs,
+            "--queue-results", configuration.queue.results, "--queue-dead", configuration.queue.dead,
+        ]
     }
 
     private func write(_ lines: [String]) throws -> String {
@@ -47,8 +49,9 @@ struct PublishJSONLTests {
             #"{"id":"big","url":"http://origin.test/3.png","pad":""# + String(repeating: "x", count: 2000) + #""}"#,
             #"{"id":"g4","url":"http://origin.test/4.png"}"#,
         ])
-        let result = try await run(["publish", "--jsonl", path, "--queue-max-job-bytes", "1024"]
-                                   + arguments(configuration))
+        let result = try await run(
+            ["publish", "--jsonl", path, "--queue-max-job-bytes", "1024"]
+                + arguments(configuration))
         #expect(result.status == 65, "\(result.output)")
         let reported = result.output.split(separator: "\n").filter { $0.hasPrefix("line ") }.map(String.init)
         #expect(reported.count == 4, "\(result.output)")

@@ -26,18 +26,23 @@ struct RedriveTests {
             properties.persistent = true
             properties.correlationID = "corr-\(letter.id)"
             properties.timestamp = letter.age.map { UInt64(now - $0) }
-            properties.headers = ["x-error-code": .string(letter.code), "x-error-message": .string("failed"),
-                                  "x-attempt": .int(4), "tenant": .string("acme")]
+            properties.headers = [
+                "x-error-code": .string(letter.code), "x-error-message": .string("failed"),
+                "x-attempt": .int(4), "tenant": .string("acme"),
+            ]
             let body = JobPublisher.jobBody(id: letter.id, url: "http://origin.test/\(letter.id).png")
-            try connection.publish(channel: 1, OutboundMessage(routingKey: configuration.queue.dead, properties: properties, body: body))
+            try connection.publish(
+                channel: 1, OutboundMessage(routingKey: configuration.queue.dead, properties: properties, body: body))
             if index % 500 == 499 { try connection.commit(channel: 1) }
         }
         try connection.commit(channel: 1)
     }
 
     static func arguments(_ configuration: WorkerConfiguration) -> [String] {
-        ["--amqp-url", TestBroker.url ?? "", "--queue-jobs", configuration.queue.jobs,
-         "--queue-results", configuration.queue.results, "--queue-dead", configuration.queue.dead]
+        [
+            "--amqp-url", TestBroker.url ?? "", "--queue-jobs", configuration.queue.jobs,
+            "--queue-results", configuration.queue.results, "--queue-dead", configuration.queue.dead,
+        ]
     }
 
     /// Ready and unacked messages of a queue, read with rabbitmqctl (not the product's client).
@@ -60,11 +65,16 @@ struct RedriveTests {
     func filtersDryRunAndTheCopysHeaders() async throws {
         let configuration = try TestBroker.configuration("redrive")
         defer { TestBroker.cleanUp(configuration) }
-        try Self.fill(configuration, [
-            DeadLetter(id: "t-old-1", code: "timeout", age: 7200), DeadLetter(id: "t-old-2", code: "timeout", age: 7200),
-            DeadLetter(id: "t-old-3", code: "timeout", age: 7200), DeadLetter(id: "t-new", code: "timeout", age: 60),
-            DeadLetter(id: "d-old", code: "dns_failure", age: 7200), DeadLetter(id: "t-undated", code: "timeout", age: nil),
-        ])
+        try Self.fill(
+            configuration,
+            [
+                DeadLetter(id: "t-old-1", code: "timeout", age: 7200),
+                DeadLetter(id: "t-old-2", code: "timeout", age: 7200),
+                DeadLetter(id: "t-old-3", code: "timeout", age: 7200),
+                DeadLetter(id: "t-new", code: "timeout", age: 60),
+                DeadLetter(id: "d-old", code: "dns_failure", age: 7200),
+                DeadLetter(id: "t-undated", code: "timeout", age: nil),
+            ])
         let base = ["redrive"] + Self.arguments(configuration)
 
         let dry = try WorkerProcess(arguments: base + ["--dry-run", "--code", "timeout"], environment: [:])
@@ -74,7 +84,8 @@ struct RedriveTests {
         #expect(try await eventually(timeout: 10) { try Self.depth(configuration.queue.dead) == 6 })
         #expect(try Self.depth(configuration.queue.jobs) == 0)
 
-        let some = try WorkerProcess(arguments: base + ["--code=timeout", "--older-than", "1h", "--limit", "2"], environment: [:])
+        let some = try WorkerProcess(
+            arguments: base + ["--code=timeout", "--older-than", "1h", "--limit", "2"], environment: [:])
         #expect(await some.waitForExit(timeout: 60) == 0, "\(some.log)")
         #expect(some.log.contains("moved t-old-1 code=timeout attempt=4"), "\(some.log)")
         #expect(some.log.contains("moved t-old-2 code=timeout attempt=4"), "\(some.log)")
@@ -100,7 +111,9 @@ struct RedriveTests {
         let rest = try WorkerProcess(arguments: base, environment: [:])
         #expect(await rest.waitForExit(timeout: 60) == 0, "\(rest.log)")
         #expect(rest.log.contains("4 of 4 dead letters moved"), "\(rest.log)")
-        let order = rest.log.split(separator: "\n").filter { $0.hasPrefix("moved ") }.map { $0.split(separator: " ")[1] }
+        let order = rest.log.split(separator: "\n").filter { $0.hasPrefix("moved ") }.map {
+            $0.split(separator: " ")[1]
+        }
         #expect(order == ["t-old-3", "t-new", "d-old", "t-undated"])
         #expect(try Self.depth(configuration.queue.dead) == 0)
     }
@@ -116,16 +129,20 @@ struct RedriveTests {
         try Self.fill(configuration, ids.map { DeadLetter(id: $0, code: "timeout", age: 10) })
         #expect(try Self.depth(configuration.queue.dead) == total)
 
-        let redrive = try WorkerProcess(arguments: ["redrive", "--batch-size", "1"] + Self.arguments(configuration), environment: [:])
-        let started = try await eventually(timeout: 60) { (try TestBroker.ready(configuration, queue: configuration.queue.jobs) ?? 0) >= 100 }
+        let redrive = try WorkerProcess(
+            arguments: ["redrive", "--batch-size", "1"] + Self.arguments(configuration), environment: [:])
+        let started = try await eventually(timeout: 60) {
+            (try TestBroker.ready(configuration, queue: configuration.queue.jobs) ?? 0) >= 100
+        }
         redrive.signal(SIGKILL)
         #expect(started, "\(redrive.log)")
         #expect(await redrive.waitForExit(timeout: 10) == SIGKILL || !redrive.isRunning)
         // The broker requeues the killed connection's unacked message; then the counts settle.
-        #expect(try await eventually(timeout: 20) {
-            let queues = try TestBroker.listQueues()
-            return queues[configuration.queue.dead]?.unacked == 0
-        })
+        #expect(
+            try await eventually(timeout: 20) {
+                let queues = try TestBroker.listQueues()
+                return queues[configuration.queue.dead]?.unacked == 0
+            })
         let inJobs = try Self.depth(configuration.queue.jobs)
         let inDead = try Self.depth(configuration.queue.dead)
         #expect(inJobs + inDead == total, "jobs \(inJobs) + dead \(inDead)")

@@ -5,8 +5,9 @@ import Testing
 /// Real faults against real processes: a killed worker, a restarted or frozen broker, flaky and
 /// failing origins, poison messages. scripts/test.sh runs suites one at a time, so stopping the
 /// shared broker here disturbs no other test.
-@Suite(.enabled(if: TestBroker.isAvailable && TestBroker.script != nil, "needs the RabbitMQ that `make test` starts"),
-       .serialized)
+@Suite(
+    .enabled(if: TestBroker.isAvailable && TestBroker.script != nil, "needs the RabbitMQ that `make test` starts"),
+    .serialized)
 struct ReliabilityTests {
     static func broker(_ command: String) throws {
         let status = try TestBroker.run(try #require(TestBroker.script), [command])
@@ -40,7 +41,10 @@ struct ReliabilityTests {
         configuration.queue.type = queueType
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<3000).map { "k\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=5&n=\($0)")) }) == 3000)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=5&n=\($0)")) })
+                == 3000)
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let prefetch = 64
@@ -56,7 +60,9 @@ struct ReliabilityTests {
         // A kill -9 hands back at most the dead connection's unacked window; a duplicate is a job of
         // that window whose result was confirmed before its ack was sent.
         let duplicates = duplicates(results)
-        print("kill -9 (\(queueType)): \(ids.count) jobs, \(results.received.count) results, \(duplicates) duplicates (prefetch \(prefetch))")
+        print(
+            "kill -9 (\(queueType)): \(ids.count) jobs, \(results.received.count) results, \(duplicates) duplicates (prefetch \(prefetch))"
+        )
         #expect(duplicates <= prefetch, "\(duplicates) duplicates: more than one prefetch window")
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
         #expect(await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 })
@@ -70,9 +76,13 @@ struct ReliabilityTests {
         let configuration = try TestBroker.configuration("restart")
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<1000).map { "r\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=20&n=\($0)")) }) == 1000)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "16", "AMQP_HEARTBEAT": "5"]) { _, new in new })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=20&n=\($0)")) })
+                == 1000)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["WORKER_CONCURRENCY": "16", "AMQP_HEARTBEAT": "5"]) { _, new in new })
         // Wait until work is under way, then restart the node (queues durable, messages persistent).
         #expect(await eventually(timeout: 30) { origin.stats.requests >= 100 })
         defer { Self.restoreBroker() }
@@ -98,15 +108,20 @@ struct ReliabilityTests {
         let configuration = try TestBroker.configuration("frozen")
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<300).map { "f\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=50&n=\($0)")) }) == 300)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "8", "AMQP_HEARTBEAT": "2"]) { _, new in new })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=50&n=\($0)")) })
+                == 300)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["WORKER_CONCURRENCY": "8", "AMQP_HEARTBEAT": "2"]) { _, new in new })
         #expect(await eventually(timeout: 30) { origin.stats.requests >= 50 })
         defer { Self.restoreBroker() }
         try Self.broker("freeze")
         // Two missed heartbeats (2 s each) and the worker gives the connection up.
-        #expect(await eventually(timeout: 30) { worker.log.contains("lost the broker connection") },
-                "the frozen broker went unnoticed:\n\(worker.log.suffix(2000))")
+        #expect(
+            await eventually(timeout: 30) { worker.log.contains("lost the broker connection") },
+            "the frozen broker went unnoticed:\n\(worker.log.suffix(2000))")
         try Self.broker("thaw")
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
@@ -126,8 +141,12 @@ struct ReliabilityTests {
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "flaky-1", url: origin.url("/flaky?key=a&fail=2"))]) == 1)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "flaky-1", url: origin.url("/flaky?key=a&fail=2"))])
+                == 1)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         await results.wait(for: 1, timeout: 40)
         let object = try #require(results.objects.first, "log:\n\(worker.log.suffix(2000))")
         #expect(object["status"] as? String == "ok")
@@ -158,15 +177,20 @@ struct ReliabilityTests {
         let management = try #require(ManagementClient.test, "needs IFW_TEST_MANAGEMENT_URL (scripts/test.sh)")
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "down", url: origin.url("/status/503"))]) == 1)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "down", url: origin.url("/status/503"))]) == 1)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         await results.wait(for: 1, timeout: 40)
         // Settled: no job left ready, unacked or waiting in a retry queue, so nothing more can come.
-        #expect(await eventually(timeout: 20) {
-            let queues = (try? TestBroker.listQueues()) ?? [:]
-            return !queues.isEmpty && queues.filter { $0.key.hasPrefix(configuration.queue.jobs) }
-                .allSatisfy { $0.value.ready + $0.value.unacked == 0 }
-        })
+        #expect(
+            await eventually(timeout: 20) {
+                let queues = (try? TestBroker.listQueues()) ?? [:]
+                return !queues.isEmpty
+                    && queues.filter { $0.key.hasPrefix(configuration.queue.jobs) }
+                        .allSatisfy { $0.value.ready + $0.value.unacked == 0 }
+            })
         let dead = try await management.take(configuration.queue.dead, atLeast: 1, timeout: 10)
         #expect(results.objects.count == 1)
         let object = try #require(results.objects.first)
@@ -183,8 +207,9 @@ struct ReliabilityTests {
         #expect(copy.headers["x-attempt"] as? Int == 3)
         let rfc3339 = ISO8601DateFormatter()
         rfc3339.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        #expect((copy.headers["x-first-seen"] as? String).map { rfc3339.date(from: $0) != nil } == true,
-                "x-first-seen: \(String(describing: copy.headers["x-first-seen"]))")
+        #expect(
+            (copy.headers["x-first-seen"] as? String).map { rfc3339.date(from: $0) != nil } == true,
+            "x-first-seen: \(String(describing: copy.headers["x-first-seen"]))")
         // The dead copy is the job as the producer sent it.
         #expect(copy.object?["id"] as? String == "down")
         #expect(copy.object?["url"] as? String == origin.url("/status/503"))
@@ -202,14 +227,21 @@ struct ReliabilityTests {
         for index in 0..<1000 {
             bodies.append(JobPublisher.jobBody(id: "p\(index)", url: origin.url("/ok.png?n=\(index)")))
             if index % 10 == 0 {
-                bodies.append((0..<Int.random(in: 1...64, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+                bodies.append(
+                    (0..<Int.random(in: 1...64, using: &generator)).map { _ in
+                        UInt8.random(in: 0...255, using: &generator)
+                    })
             }
         }
         #expect(try TestBroker.publish(configuration, bodies: bodies, contentType: nil) == 1100)
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
-        defer { results.close(); dead.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        defer {
+            results.close()
+            dead.close()
+        }
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         await results.wait(for: 1000, timeout: 90)
         await dead.wait(for: 100, timeout: 30)
         #expect(okIDs(results).count == 1000)
@@ -227,14 +259,20 @@ struct ReliabilityTests {
         configuration.queue.type = .quorum
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<300).map { "q\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) }) == 300)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png?n=\($0)")) })
+                == 300)
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         await results.wait(for: 300, timeout: 60)
         #expect(okIDs(results) == Set(ids))
-        let types = try String(decoding: TestBroker.capture(try #require(TestBroker.script),
-                                                            ["ctl", "-q", "list_queues", "--no-table-headers", "name", "type"]), as: UTF8.self)
+        let types = try String(
+            decoding: TestBroker.capture(
+                try #require(TestBroker.script),
+                ["ctl", "-q", "list_queues", "--no-table-headers", "name", "type"]), as: UTF8.self)
         #expect(types.contains("\(configuration.queue.jobs)\tquorum"))
         #expect(types.contains("\(configuration.queue.dead)\tquorum"))
         #expect(types.contains("\(configuration.queue.jobs).retry.5s\tquorum"))
@@ -250,9 +288,16 @@ struct ReliabilityTests {
         let ids = (0..<100).map { "df\($0)" }
         // The fetches (30 s) outlast the drain deadline (6 s) and the exit bound (16 s): a worker
         // that ignored the deadline would fail the bound.
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=30000&n=\($0)")) }) == 100)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "6", "AMQP_HEARTBEAT": "2", "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0"]) { _, new in new })
+        #expect(
+            try TestBroker.publish(
+                configuration,
+                bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=30000&n=\($0)")) }) == 100)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging([
+                    "WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "6", "AMQP_HEARTBEAT": "2",
+                    "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0",
+                ]) { _, new in new })
         #expect(await eventually(timeout: 20) { origin.stats.inFlight >= 8 })
         let started = Date()
         defer { Self.restoreBroker() }
@@ -278,8 +323,9 @@ struct ReliabilityTests {
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["AMQP_HEARTBEAT": "2"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["AMQP_HEARTBEAT": "2"]) { _, new in new })
         try await Task.sleep(for: .seconds(16))
         #expect(!worker.log.contains("lost the broker connection"), "log:\n\(worker.log)")
         // The worker's own connection (named with its pid), not the test collector's, which is also
@@ -289,7 +335,9 @@ struct ReliabilityTests {
         let own = connections.filter { $0.name.hasSuffix(" pid \(worker.process.processIdentifier)") }
         #expect(own.count == 1, "\(connections)")
         #expect(own.first?.heartbeat == 2)
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "wake", url: origin.url("/ok.png"))]) == 1)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "wake", url: origin.url("/ok.png"))]) == 1)
         await results.wait(for: 1, timeout: 15)
         #expect(results.objects.first?["status"] as? String == "ok")
         #expect(await worker.stop() == 0)
@@ -306,16 +354,27 @@ struct ReliabilityTests {
         var configuration = try TestBroker.configuration("dlimit")
         configuration.queue.type = .classic
         defer { TestBroker.cleanUp(configuration) }
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "crashy", url: origin.url("/slow?ms=120000"))]) == 1)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["QUEUE_DELIVERY_LIMIT": "2", "WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "1", "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0"]) { _, new in new })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "crashy", url: origin.url("/slow?ms=120000"))]) == 1)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging([
+                    "QUEUE_DELIVERY_LIMIT": "2", "WORKER_CONCURRENCY": "8", "WORKER_DRAIN_TIMEOUT": "1",
+                    "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0",
+                ]) { _, new in new })
         let pid = worker.process.processIdentifier
         // Deliveries 1, 2 and 3 (the first and two redeliveries) each start a fetch; the 4th is the
         // third redelivery, past the limit, and goes to the dead-letter queue without a fetch.
         for fetches in 1...3 {
-            #expect(await eventually(timeout: 40) { origin.stats.requests >= fetches }, "fetch \(fetches) never started:\n\(worker.log.suffix(2000))")
+            #expect(
+                await eventually(timeout: 40) { origin.stats.requests >= fetches },
+                "fetch \(fetches) never started:\n\(worker.log.suffix(2000))")
             // The management API lists a connection a few seconds after it opens.
-            #expect(await eventuallyAsync(timeout: 20) { (try? await management.closeConnections(nameEndingWith: " pid \(pid)")) ?? 0 > 0 })
+            #expect(
+                await eventuallyAsync(timeout: 20) {
+                    (try? await management.closeConnections(nameEndingWith: " pid \(pid)")) ?? 0 > 0
+                })
         }
         let dead = try await management.take(configuration.queue.dead, atLeast: 1, timeout: 40)
         let copy = try #require(dead.first, "nothing dead-lettered:\n\(worker.log.suffix(3000))")
@@ -341,7 +400,10 @@ struct ReliabilityTests {
         let configuration = try TestBroker.configuration("violation")
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<300).map { "pv\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=100&n=\($0)")) }) == ids.count)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=100&n=\($0)")) }
+            ) == ids.count)
         let results = try PeerCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
 
@@ -352,12 +414,18 @@ struct ReliabilityTests {
         proxy.arguments = [AMQPPeer.script, "proxy", "\(port)", "\(upstream.host):\(upstream.port)", "50"]
         proxy.standardOutput = FileHandle.nullDevice
         try proxy.run()
-        defer { kill(proxy.processIdentifier, SIGKILL); proxy.waitUntilExit() }
+        defer {
+            kill(proxy.processIdentifier, SIGKILL)
+            proxy.waitUntilExit()
+        }
         #expect(await eventually(timeout: 10) { AMQPPeer.accepts(port: port) }, "the proxy never listened")
 
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-            .merging(["AMQP_URL": "amqp://guest:guest@127.0.0.1:\(port)/%2F", "WORKER_CONCURRENCY": "8",
-                      "AMQP_PREFETCH": "16"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging([
+                    "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(port)/%2F", "WORKER_CONCURRENCY": "8",
+                    "AMQP_PREFETCH": "16",
+                ]) { _, new in new })
         #expect(await eventually(timeout: 90) { okIDs(results).count == ids.count }, "log:\n\(worker.log.suffix(3000))")
         #expect(okIDs(results) == Set(ids))
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })

@@ -16,10 +16,12 @@ struct S3CredentialsTests {
 
     /// The sink's configuration as the loader builds it from `environment`.
     static func configuration(_ origin: TestOrigin, _ environment: [String: String]) throws -> WorkerConfiguration {
-        try ConfigurationLoader.load(arguments: [], environment: [
-            "STORAGE_KIND": "s3", "S3_BUCKET": "echo", "S3_ENDPOINT": "http://127.0.0.1:\(origin.port)",
-            "S3_PATH_STYLE": "true",
-        ].merging(environment) { _, new in new })
+        try ConfigurationLoader.load(
+            arguments: [],
+            environment: [
+                "STORAGE_KIND": "s3", "S3_BUCKET": "echo", "S3_ENDPOINT": "http://127.0.0.1:\(origin.port)",
+                "S3_PATH_STYLE": "true",
+            ].merging(environment) { _, new in new })
     }
 
     static func store(_ sink: S3Sink, key: String) async -> Result<StoredObject, JobError> {
@@ -46,18 +48,22 @@ struct S3CredentialsTests {
     }
 
     // Under `make test` (IFW_TEST_STRICT) a missing moto_server fails the test rather than skipping it.
-    @Test(.enabled(if: TestS3.isAvailable || TestBroker.isStrict, "needs moto_server (scripts/deps.sh installs moto[server])"),
-          .timeLimit(.minutes(2)))
+    @Test(
+        .enabled(
+            if: TestS3.isAvailable || TestBroker.isStrict, "needs moto_server (scripts/deps.sh installs moto[server])"),
+        .timeLimit(.minutes(2)))
     func webIdentityIsExchangedAtSTS() async throws {
         let origin = try await TestOrigin.start()
         let sts = try await TestS3.start()
         defer { Task { await sts.stop() } }
         let token = try Self.scratchFile("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6aWZ3In0.c2ln\n")
-        let configuration = try Self.configuration(origin, [
-            "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/image-fetch-worker",
-            "AWS_WEB_IDENTITY_TOKEN_FILE": token,
-            "AWS_ENDPOINT_URL_STS": sts.endpoint,
-        ])
+        let configuration = try Self.configuration(
+            origin,
+            [
+                "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/image-fetch-worker",
+                "AWS_WEB_IDENTITY_TOKEN_FILE": token,
+                "AWS_ENDPOINT_URL_STS": sts.endpoint,
+            ])
         guard case .webIdentity? = configuration.s3.temporaryCredentials else {
             Issue.record("no web identity source: \(configuration.s3)")
             return
@@ -80,10 +86,12 @@ struct S3CredentialsTests {
     func containerCredentialsAreRefreshedBeforeTheyExpire() async throws {
         let origin = try await TestOrigin.start()
         let tokenFile = try Self.scratchFile("pod-identity-token-1\n")
-        let configuration = try Self.configuration(origin, [
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:\(origin.port)/credentials?ttl=4",
-            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": tokenFile,
-        ])
+        let configuration = try Self.configuration(
+            origin,
+            [
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:\(origin.port)/credentials?ttl=4",
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": tokenFile,
+            ])
         let sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch)
         #expect(origin.stats.headers["/credentials?ttl=4"]?.contains("authorization: pod-identity-token-1") == true)
         #expect((try? await Self.store(sink, key: "first.png").get()) != nil)
@@ -101,10 +109,12 @@ struct S3CredentialsTests {
     @Test(.timeLimit(.minutes(2)))
     func expiredCredentialsAreARetryableStorageFailureUntilARefreshSucceeds() async throws {
         let origin = try await TestOrigin.start()
-        let configuration = try Self.configuration(origin, [
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:\(origin.port)/credentials?ttl=3",
-            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "static-token",
-        ])
+        let configuration = try Self.configuration(
+            origin,
+            [
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:\(origin.port)/credentials?ttl=3",
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN": "static-token",
+            ])
         let sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch)
         origin.failCredentials(true)
         let expiration = try #require(try sink.credentials.current().get().expiration)
@@ -128,10 +138,12 @@ struct S3CredentialsTests {
         try await origin.shutdown()
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [
-        ("/status/403", "answered HTTP 403"),
-        ("/credentials-missing", "answered HTTP 404"),
-    ])
+    @Test(
+        .timeLimit(.minutes(1)),
+        arguments: [
+            ("/status/403", "answered HTTP 403"),
+            ("/credentials-missing", "answered HTTP 404"),
+        ])
     func aCredentialProblemAtStartUpIsOneLineAndExit78(path: String, expected: String) async throws {
         let origin = try await TestOrigin.start()
         let worker = try WorkerProcess(environment: [

@@ -5,19 +5,24 @@ import Testing
 
 /// `storage.kind=s3` end to end: the worker process uploads to moto's S3 server on 127.0.0.1, which
 /// checks SigV4 signatures, and the test reads every object back with signed GETs.
-@Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"),
-       // Under `make test` (IFW_TEST_STRICT) a missing moto_server fails the suite rather than skipping it.
-       .enabled(if: TestS3.isAvailable || TestBroker.isStrict, "needs moto_server (scripts/deps.sh installs moto[server])"),
-       .serialized)
+@Suite(
+    .enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"),
+    // Under `make test` (IFW_TEST_STRICT) a missing moto_server fails the suite rather than skipping it.
+    .enabled(
+        if: TestS3.isAvailable || TestBroker.isStrict, "needs moto_server (scripts/deps.sh installs moto[server])"),
+    .serialized)
 struct S3SinkTests {
     static let bucket = "ifw-images"
 
     /// The worker's environment for the S3 sink. The secret goes through S3_SECRET_ACCESS_KEY_FILE
     /// and the key id through the AWS_ACCESS_KEY_ID fallback, so both paths are exercised.
-    static func environment(_ configuration: WorkerConfiguration, store: TestS3, keyID: String, secret: String)
+    static func environment(
+        _ configuration: WorkerConfiguration, store: TestS3, keyID: String, secret: String
+    )
         throws -> [String: String]
     {
-        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-s3-secret-\(UUID().uuidString)")
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ifw-s3-secret-\(UUID().uuidString)")
         try Data((secret + "\n").utf8).write(to: secretFile)
         return TestBroker.environment(configuration, storage: "/nonexistent-unused")
             .merging([
@@ -52,14 +57,16 @@ struct S3SinkTests {
         // one body, so content-addressed jobs all write the same key, and moto 5 sometimes answers
         // 500 to concurrent overwrites of one key; those jobs would only be retried.)
         let bodies = (0..<200).map { index in
-            JobPublisher.jobBody(id: "s3-\(index)", url: origin.url("/ok.png?n=\(index)"),
-                                 key: index % 10 == 0 ? nil : "named/job \(index).png")
+            JobPublisher.jobBody(
+                id: "s3-\(index)", url: origin.url("/ok.png?n=\(index)"),
+                key: index % 10 == 0 ? nil : "named/job \(index).png")
         }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 200)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: Self.environment(configuration, store: store, keyID: keyID, secret: secret)
-            .merging(["WORKER_CONCURRENCY": "16"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: Self.environment(configuration, store: store, keyID: keyID, secret: secret)
+                .merging(["WORKER_CONCURRENCY": "16"]) { _, new in new })
         await results.wait(for: 200, timeout: 120)
 
         let objects = results.objects
@@ -86,8 +93,9 @@ struct S3SinkTests {
         }
         #expect(read == 200)
         // Signatures are checked: the same GET with a wrong secret is refused.
-        let refused = await store.getObject(bucket: Self.bucket, key: "img/\(expected.prefix(2))/\(expected).png",
-                                            credentials: "\(keyID):wrong")
+        let refused = await store.getObject(
+            bucket: Self.bucket, key: "img/\(expected.prefix(2))/\(expected).png",
+            credentials: "\(keyID):wrong")
         #expect(refused.status == 403)
         #expect(await worker.stop() == 0)
         #expect(!worker.log.contains(secret), "the secret access key leaked into the worker's log")
@@ -109,7 +117,8 @@ struct S3SinkTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 3)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: Self.environment(configuration, store: store, keyID: keyID, secret: wrongSecret))
+        let worker = try WorkerProcess(
+            environment: Self.environment(configuration, store: store, keyID: keyID, secret: wrongSecret))
         await results.wait(for: 3, timeout: 60)
 
         let objects = results.objects
@@ -150,12 +159,14 @@ struct S3SinkTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 5)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: Self.environment(
-            configuration, store: store, keyID: credentials.keyID, secret: credentials.secret))
+        let worker = try WorkerProcess(
+            environment: Self.environment(
+                configuration, store: store, keyID: credentials.keyID, secret: credentials.secret))
 
         // While the store is down, jobs go round the 1 s retry queue instead of failing.
-        #expect(await eventually(timeout: 30) { worker.log.components(separatedBy: "outcome=retry").count > 10 },
-                "no retries seen; worker log:\n\(worker.log.suffix(3000))")
+        #expect(
+            await eventually(timeout: 30) { worker.log.components(separatedBy: "outcome=retry").count > 10 },
+            "no retries seen; worker log:\n\(worker.log.suffix(3000))")
         #expect(results.received.isEmpty, "no result may be published while the store is down")
 
         // Back on the same port; moto keeps nothing in memory, so the bucket is made again. The
@@ -173,7 +184,8 @@ struct S3SinkTests {
             #expect((object["attempt"] as? Int ?? 0) > 1, "\(object)")
             let location = try #require(object["location"] as? String)
             let key = String(location.dropFirst("s3://\(Self.bucket)/".count))
-            let stored = await store.getObject(bucket: Self.bucket, key: key, credentials: "\(credentials.keyID):\(credentials.secret)")
+            let stored = await store.getObject(
+                bucket: Self.bucket, key: key, credentials: "\(credentials.keyID):\(credentials.secret)")
             #expect(stored.body.map { Self.hex($0) } == object["sha256"] as? String)
         }
         #expect(await worker.stop() == 0)
@@ -183,8 +195,10 @@ struct S3SinkTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aMissingBucketStopsTheWorkerWithExit78() async throws {
-        let worker = try WorkerProcess(environment: ["STORAGE_KIND": "s3", "S3_BUCKET": "", "HTTP_PORT": "0",
-                                                     "AMQP_URL": TestBroker.url ?? ""])
+        let worker = try WorkerProcess(environment: [
+            "STORAGE_KIND": "s3", "S3_BUCKET": "", "HTTP_PORT": "0",
+            "AMQP_URL": TestBroker.url ?? "",
+        ])
         #expect(await worker.waitForExit(timeout: 20) == 78)
         let lines = worker.log.split(separator: "\n")
         #expect(lines.count == 1, "\(worker.log)")

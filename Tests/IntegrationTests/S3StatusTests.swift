@@ -19,9 +19,10 @@ import Testing
         fetch.timeout = 10
         fetch.connectTimeout = 5
         let sink = try S3Sink(settings: settings, fetch: fetch)
-        let request = StorageRequest(body: Array(repeating: 7, count: 1000), sha256: sha,
-                                     info: ImageInfo(format: .png, width: 1, height: 1), keyHint: nil,
-                                     jobID: "s3-status", sourceURL: "http://127.0.0.1/a.png")
+        let request = StorageRequest(
+            body: Array(repeating: 7, count: 1000), sha256: sha,
+            info: ImageInfo(format: .png, width: 1, height: 1), keyHint: nil,
+            jobID: "s3-status", sourceURL: "http://127.0.0.1/a.png")
         return await sink.store(request)
     }
 
@@ -53,7 +54,10 @@ import Testing
     @Test func aStoreWhoseNameDoesNotResolveIsRetryable() async throws {
         // `.invalid` never resolves (RFC 2606).
         let result = try await Self.store(endpoint: "http://s3.ifw-test.invalid:9000", prefix: "")
-        guard case .failure(let error) = result else { Issue.record("stored on a host that does not exist"); return }
+        guard case .failure(let error) = result else {
+            Issue.record("stored on a host that does not exist")
+            return
+        }
         #expect(error.code == .storageFailed)
         #expect(error.retryable)
         #expect(error.message.contains("could not be reached"), "\(error.message)")
@@ -69,8 +73,9 @@ import Testing
         settings.accessKeyID = "AKIDEXAMPLE"
         settings.secretAccessKey = "secret"
         let sink = try S3Sink(settings: settings, fetch: WorkerConfiguration.Fetch())
-        let request = StorageRequest(body: [1, 2, 3], sha256: Self.sha, info: ImageInfo(format: .png, width: 1, height: 1),
-                                     keyHint: "k.png", jobID: "j", sourceURL: "http://127.0.0.1/a.png")
+        let request = StorageRequest(
+            body: [1, 2, 3], sha256: Self.sha, info: ImageInfo(format: .png, width: 1, height: 1),
+            keyHint: "k.png", jobID: "j", sourceURL: "http://127.0.0.1/a.png")
         let stored = try await sink.store(request).get()
         #expect(stored.location == "s3://echo/k.png")
         try await origin.shutdown()

@@ -48,7 +48,9 @@ struct SecretFileTests {
         // /metrics, read with the fetch engine.
         let engine = try FetchEngine(configuration: WorkerConfiguration.Fetch(), addressPolicy: nil)
         let metrics: FetchResponse = await withCheckedContinuation { continuation in
-            engine.fetch(FetchRequest(url: "http://127.0.0.1:\(httpPort)/metrics")) { continuation.resume(returning: $0) }
+            engine.fetch(FetchRequest(url: "http://127.0.0.1:\(httpPort)/metrics")) {
+                continuation.resume(returning: $0)
+            }
         }
         #expect(metrics.httpStatus == 200)
         #expect(!String(decoding: metrics.body, as: UTF8.self).contains(password))
@@ -78,7 +80,8 @@ struct SecretFileTests {
 
         for log in [worker.log, refused.log, both.log] {
             for line in log.split(separator: "\n") {
-                #expect(!line.contains(password) && !line.contains(wrongPassword), "a log line holds the password: \(line)")
+                #expect(
+                    !line.contains(password) && !line.contains(wrongPassword), "a log line holds the password: \(line)")
             }
         }
         try await origin.shutdown()

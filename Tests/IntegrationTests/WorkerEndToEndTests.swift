@@ -19,13 +19,16 @@ struct WorkerEndToEndTests {
         defer { TestBroker.cleanUp(configuration) }
         let storage = Self.storageFolder()
         let ids = (0..<500).map { "job-\($0)" }
-        let bodies = ids.enumerated().map { index, id in JobPublisher.jobBody(id: id, url: origin.url("/ok.png?n=\(index)")) }
+        let bodies = ids.enumerated().map { index, id in
+            JobPublisher.jobBody(id: id, url: origin.url("/ok.png?n=\(index)"))
+        }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 500)
 
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: storage)
-            .merging(["WORKER_CONCURRENCY": "16"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: storage)
+                .merging(["WORKER_CONCURRENCY": "16"]) { _, new in new })
         await results.wait(for: 500, timeout: 90)
 
         let objects = results.objects
@@ -48,7 +51,8 @@ struct WorkerEndToEndTests {
             #expect(digest == expectedDigest)
             #expect(path.hasSuffix("/\(digest.prefix(2))/\(digest).png"))
         }
-        #expect(results.received.allSatisfy { $0.properties.persistent && $0.properties.contentType == "application/json" })
+        #expect(
+            results.received.allSatisfy { $0.properties.persistent && $0.properties.contentType == "application/json" })
         #expect(try TestBroker.ready(configuration, queue: configuration.queue.jobs) == 0)
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
@@ -70,8 +74,12 @@ struct WorkerEndToEndTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == bodies.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
-        defer { results.close(); dead.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder()))
+        defer {
+            results.close()
+            dead.close()
+        }
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: Self.storageFolder()))
 
         await results.wait(for: 4, timeout: 30)
         await dead.wait(for: 2, timeout: 30)
@@ -88,11 +96,14 @@ struct WorkerEndToEndTests {
             #expect(message.properties.headers["x-error-code"]?.stringValue == "invalid_job")
             #expect(message.properties.headers["x-error-message"]?.stringValue?.isEmpty == false)
         }
-        #expect(Set(dead.received.map { String(decoding: $0.body, as: UTF8.self) })
+        #expect(
+            Set(dead.received.map { String(decoding: $0.body, as: UTF8.self) })
                 == ["this is not json", #"{"id":"no-url"}"#])
         #expect(worker.isRunning)
         // Still consuming after the bad ones.
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "after", url: origin.url("/ok.png"))]) == 1)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "after", url: origin.url("/ok.png"))]) == 1)
         await results.wait(for: 5, timeout: 30)
         #expect(results.objects.contains { $0["id"] as? String == "after" && $0["status"] as? String == "ok" })
         #expect(await worker.stop() == 0)
@@ -109,11 +120,14 @@ struct WorkerEndToEndTests {
         var replyConfiguration = configuration
         replyConfiguration.queue.results = replies
         _ = try TestBroker.publish(replyConfiguration, bodies: [])
-        #expect(try TestBroker.publish(configuration, bodies: [JobPublisher.jobBody(id: "r1", url: origin.url("/ok.png"))],
-                                       replyTo: replies) == 1)
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: [JobPublisher.jobBody(id: "r1", url: origin.url("/ok.png"))],
+                replyTo: replies) == 1)
         let collector = try QueueCollector(configuration, queue: replies)
         defer { collector.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder()))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: Self.storageFolder()))
         let received = await collector.wait(for: 1, timeout: 30)
         #expect(received.first?.properties.correlationID == "r1")
         #expect(try TestBroker.ready(configuration, queue: configuration.queue.results) == 0)
@@ -131,8 +145,9 @@ struct WorkerEndToEndTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 120)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "8"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: Self.storageFolder())
+                .merging(["WORKER_CONCURRENCY": "8"]) { _, new in new })
         await results.wait(for: 120, timeout: 60)
         #expect(results.objects.count == 120)
         #expect(origin.stats.maxInFlight <= 8)
@@ -143,10 +158,12 @@ struct WorkerEndToEndTests {
 
     /// The first case's 3 s fetches end within the 10 s drain; the second's 30 s fetches outlast the
     /// 1 s deadline and the 6 s exit bound, so a drain that ignored its deadline fails the bound.
-    @Test(.timeLimit(.minutes(2)), arguments: [
-        (drainTimeout: "10", fetchMilliseconds: 3000, label: "in-flight work finishes"),
-        (drainTimeout: "1", fetchMilliseconds: 30000, label: "fetches are aborted at the deadline"),
-    ])
+    @Test(
+        .timeLimit(.minutes(2)),
+        arguments: [
+            (drainTimeout: "10", fetchMilliseconds: 3000, label: "in-flight work finishes"),
+            (drainTimeout: "1", fetchMilliseconds: 30000, label: "fetches are aborted at the deadline"),
+        ])
     func sigtermDrainsWithoutLosingJobs(drainTimeout: String, fetchMilliseconds: Int, label: String) async throws {
         // The results are read through the management API: an AMQP client that is not the worker's.
         let management = try #require(ManagementClient.test, "needs IFW_TEST_MANAGEMENT_URL (scripts/test.sh)")
@@ -156,13 +173,17 @@ struct WorkerEndToEndTests {
         let ids = (0..<200).map { "d\($0)" }
         let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=\(fetchMilliseconds)&n=\($0)")) }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 200)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "16", "WORKER_DRAIN_TIMEOUT": drainTimeout,
-                      "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0",
-                      // A new origin's slow start begins at 8; these fetches take too long to grow it.
-                      "SCHEDULER_INITIAL_LIMIT": "16"]) { _, new in new })
-        #expect(await eventually(timeout: 60) { origin.stats.inFlight >= 16 },
-                "\(label): fetches never started; log:\n\(worker.log.suffix(2000))")
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: Self.storageFolder())
+                .merging([
+                    "WORKER_CONCURRENCY": "16", "WORKER_DRAIN_TIMEOUT": drainTimeout,
+                    "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0",
+                    // A new origin's slow start begins at 8; these fetches take too long to grow it.
+                    "SCHEDULER_INITIAL_LIMIT": "16",
+                ]) { _, new in new })
+        #expect(
+            await eventually(timeout: 60) { origin.stats.inFlight >= 16 },
+            "\(label): fetches never started; log:\n\(worker.log.suffix(2000))")
         let started = Date()
         worker.signal(SIGTERM)
         let status = await worker.waitForExit(timeout: Double(drainTimeout)! + 5)
@@ -200,11 +221,16 @@ struct WorkerEndToEndTests {
         defer { TestBroker.cleanUp(configuration) }
         let bodies = (0..<40).map { JobPublisher.jobBody(id: "t\($0)", url: origin.url("/slow?ms=60000&n=\($0)")) }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 40)
-        let worker = try WorkerProcess(environment: TestBroker.environment(configuration, storage: Self.storageFolder())
-            .merging(["WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "16", "WORKER_DRAIN_TIMEOUT": "120", "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0"]) { _, new in new })
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: Self.storageFolder())
+                .merging([
+                    "WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "16", "WORKER_DRAIN_TIMEOUT": "120",
+                    "FETCH_TIMEOUT": "300", "FETCH_LOW_SPEED_LIMIT": "0",
+                ]) { _, new in new })
         #expect(await eventually(timeout: 20) { origin.stats.inFlight >= 8 }, "fetches never started")
         worker.signal(SIGTERM)
-        #expect(await eventually(timeout: 10) { worker.log.contains("draining") }, "first signal not seen:\n\(worker.log)")
+        #expect(
+            await eventually(timeout: 10) { worker.log.contains("draining") }, "first signal not seen:\n\(worker.log)")
         // Still draining: the fetches take a minute and the drain allows two.
         #expect(worker.isRunning)
         let second = Date()
@@ -212,9 +238,10 @@ struct WorkerEndToEndTests {
         let status = await worker.waitForExit(timeout: 5)
         #expect(status != nil && status != 0, "status \(String(describing: status)); log:\n\(worker.log.suffix(2000))")
         #expect(Date().timeIntervalSince(second) < 5)
-        #expect(await eventually(timeout: 10) {
-            (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 40
-        }, "jobs not back in the queue")
+        #expect(
+            await eventually(timeout: 10) {
+                (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) == 40
+            }, "jobs not back in the queue")
         #expect(try TestBroker.ready(configuration, queue: configuration.queue.results) == 0)
         try await origin.shutdown()
     }

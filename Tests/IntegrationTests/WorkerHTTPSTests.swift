@@ -23,12 +23,14 @@ struct WorkerHTTPSTests {
         #expect(try TestBroker.publish(configuration, bodies: bodies) == bodies.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
-        let (worker, endpoint) = try OperationsTests.startWorker(configuration, extra: [
-            "FETCH_TLS_CA_FILE": origin.caFile,
-            "FETCH_RESOLVE": (origin.resolve + [unlisted]).joined(separator: ","),
-            "FETCH_ALLOW_PRIVATE_NETWORKS": "true",
-            "WORKER_CONCURRENCY": "8",
-        ])
+        let (worker, endpoint) = try OperationsTests.startWorker(
+            configuration,
+            extra: [
+                "FETCH_TLS_CA_FILE": origin.caFile,
+                "FETCH_RESOLVE": (origin.resolve + [unlisted]).joined(separator: ","),
+                "FETCH_ALLOW_PRIVATE_NETWORKS": "true",
+                "WORKER_CONCURRENCY": "8",
+            ])
         await results.wait(for: bodies.count, timeout: 60)
         let objects = results.objects
         #expect(objects.count == bodies.count, "worker log:\n\(worker.log.suffix(2000))")

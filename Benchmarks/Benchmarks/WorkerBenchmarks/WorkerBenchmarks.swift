@@ -29,14 +29,16 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Job decoding
 
-    let jobBody = JobPublisher.jobBody(id: "0b6f1c5e-6a2d-4c1e-9a57-3d1f0c2b7e11",
-                                       url: "https://images.example.com/catalogue/2024/05/product-123456.png",
-                                       key: "catalogue/product-123456.png")
+    let jobBody = JobPublisher.jobBody(
+        id: "0b6f1c5e-6a2d-4c1e-9a57-3d1f0c2b7e11",
+        url: "https://images.example.com/catalogue/2024/05/product-123456.png",
+        key: "catalogue/product-123456.png")
     var properties = AMQPProperties()
     properties.contentType = "application/json"
     properties.correlationID = "corr-42"
-    let delivery = Delivery(tag: 1, epoch: 1, redelivered: false, routingKey: "image-fetch.jobs",
-                            properties: properties, body: jobBody)
+    let delivery = Delivery(
+        tag: 1, epoch: 1, redelivered: false, routingKey: "image-fetch.jobs",
+        properties: properties, body: jobBody)
     Benchmark("Job.decode", configuration: gated) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(Job.decode(delivery))
@@ -76,8 +78,10 @@ let benchmarks: @Sendable () -> Void = {
     let result = OutboundMessage(routingKey: "image-fetch.results", properties: resultProperties, body: ok.encoded())
     var retryProperties = properties
     retryProperties.persistent = true
-    retryProperties.headers = ["x-attempt": .int(2), "x-first-seen": .string("2026-11-21T13:46:00.123Z"),
-                               "traceparent": .string(traceparent)]
+    retryProperties.headers = [
+        "x-attempt": .int(2), "x-first-seen": .string("2026-11-21T13:46:00.123Z"),
+        "traceparent": .string(traceparent),
+    ]
     let retry = OutboundMessage(routingKey: "image-fetch.jobs.retry.5s", properties: retryProperties, body: jobBody)
     for (name, message) in [("PublishArena.result", result), ("PublishArena.retryCopy", retry)] {
         let arena = AMQPArena()
@@ -112,7 +116,8 @@ let benchmarks: @Sendable () -> Void = {
         ("heic", ImageSamples.heic(width: 4032, height: 3024)),
     ]
     for (name, bytes) in samples {
-        precondition({ if case .image = ImageSniffer.inspect(bytes) { true } else { false } }(), "\(name) sample not recognised")
+        precondition(
+            { if case .image = ImageSniffer.inspect(bytes) { true } else { false } }(), "\(name) sample not recognised")
         Benchmark("ImageSniffer.inspect \(name)") { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(ImageSniffer.inspect(bytes))
@@ -138,10 +143,12 @@ let benchmarks: @Sendable () -> Void = {
     let sink = try! FileSink(root: root, fsync: false, lanes: 4)
     let png = ImageSamples.png(width: 64, height: 64) + [UInt8](repeating: 0x55, count: 12 * 1024 - 500)
     let digest = SHA256.hash(data: png).map { String(format: "%02x", $0) }.joined()
-    let request = StorageRequest(body: png, sha256: digest, info: ImageInfo(format: .png, width: 64, height: 64),
-                                 keyHint: nil, jobID: "bench", sourceURL: "http://127.0.0.1/bench.png")
+    let request = StorageRequest(
+        body: png, sha256: digest, info: ImageInfo(format: .png, width: 64, height: 64),
+        keyHint: nil, jobID: "bench", sourceURL: "http://127.0.0.1/bench.png")
     // The same content-addressed image again: the sink finds the file in place and skips the write.
-    Benchmark("FileSink.store 12 KB, already stored (fsync off)", configuration: .init(scalingFactor: .one)) { benchmark in
+    Benchmark("FileSink.store 12 KB, already stored (fsync off)", configuration: .init(scalingFactor: .one)) {
+        benchmark in
         let done = DispatchSemaphore(value: 0)
         for _ in benchmark.scaledIterations {
             sink.store(request) { result in
@@ -159,9 +166,10 @@ let benchmarks: @Sendable () -> Void = {
         var counter = 0
         for _ in benchmark.scaledIterations {
             counter += 1
-            let fresh = StorageRequest(body: png, sha256: digest, info: request.info,
-                                       keyHint: "new/\(counter / 1000)/\(counter)", jobID: "bench",
-                                       sourceURL: request.sourceURL)
+            let fresh = StorageRequest(
+                body: png, sha256: digest, info: request.info,
+                keyHint: "new/\(counter / 1000)/\(counter)", jobID: "bench",
+                sourceURL: request.sourceURL)
             sink.store(fresh) { result in
                 blackHole(result)
                 done.signal()

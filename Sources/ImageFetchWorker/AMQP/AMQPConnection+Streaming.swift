@@ -20,13 +20,16 @@ extension AMQPConnection {
     /// Sends `basic.publish` and the content header of a message whose `bodySize` bytes follow
     /// in ``sendBody(channel:_:)`` calls; `message.body` is not sent. Nothing goes out when the
     /// message cannot be encoded (``AMQPError/Code/unencodable``).
-    func beginPublish(channel: UInt16, _ message: OutboundMessage, bodySize: UInt64,
-                      adding header: AMQPHeader? = nil) throws(AMQPError) {
+    func beginPublish(
+        channel: UInt16, _ message: OutboundMessage, bodySize: UInt64,
+        adding header: AMQPHeader? = nil
+    ) throws(AMQPError) {
         let arena = AMQPArena()
         var envelope = arena.envelope(of: message, adding: header)
         try checkEncodable(message, &envelope.properties, arenaBytes: arena.bytesHandedOut)
-        var publish = amqp_basic_publish_t(ticket: 0, exchange: envelope.exchange, routing_key: envelope.routingKey,
-                                           mandatory: message.mandatory ? 1 : 0, immediate: 0)
+        var publish = amqp_basic_publish_t(
+            ticket: 0, exchange: envelope.exchange, routing_key: envelope.routingKey,
+            mandatory: message.mandatory ? 1 : 0, immediate: 0)
         var status = amqp_send_method(state, channel, AMQP_BASIC_PUBLISH_METHOD, &publish)
         if status == AMQP_STATUS_OK.rawValue {
             status = withUnsafeMutablePointer(to: &envelope.properties) { properties in
@@ -49,8 +52,9 @@ extension AMQPConnection {
         var frame = amqp_frame_t()
         frame.frame_type = UInt8(AMQP_FRAME_BODY)
         frame.channel = channel
-        frame.payload.body_fragment = amqp_bytes_t(len: fragment.count,
-                                                   bytes: UnsafeMutableRawPointer(mutating: fragment.baseAddress))
+        frame.payload.body_fragment = amqp_bytes_t(
+            len: fragment.count,
+            bytes: UnsafeMutableRawPointer(mutating: fragment.baseAddress))
         let status = amqp_send_frame(state, &frame)
         if status != AMQP_STATUS_OK.rawValue {
             throw AMQPError.status(status, operation: "basic.publish body (streamed)")

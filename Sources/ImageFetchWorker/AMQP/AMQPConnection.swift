@@ -49,8 +49,10 @@ package final class AMQPConnection {
     }
 
     /// Opens the TCP (or TLS) socket and logs in with the PLAIN mechanism.
-    package func open(url: AMQPURL, tls: TLSOptions, heartbeat: Int, connectTimeout: Double = 10,
-                      rpcTimeout: Double = 30, connectionName: String) throws(AMQPError) {
+    package func open(
+        url: AMQPURL, tls: TLSOptions, heartbeat: Int, connectTimeout: Double = 10,
+        rpcTimeout: Double = 30, connectionName: String
+    ) throws(AMQPError) {
         if url.tls {
             guard let ssl = amqp_ssl_socket_new(state) else {
                 throw AMQPError(.tls, operation: "TLS socket", message: "could not create the TLS socket")
@@ -64,12 +66,16 @@ package final class AMQPConnection {
                 try Self.checkReadable(caFile, key: "amqp.tls.ca_file")
                 let status = amqp_ssl_socket_set_cacert(ssl, caFile)
                 if status != AMQP_STATUS_OK.rawValue {
-                    throw AMQPError(.tls, operation: "amqp.tls.ca_file \(caFile)",
-                                    message: "holds no usable PEM CA certificate")
+                    throw AMQPError(
+                        .tls, operation: "amqp.tls.ca_file \(caFile)",
+                        message: "holds no usable PEM CA certificate")
                 }
             } else if tls.verify {
-                throw AMQPError(.tls, operation: "amqp.tls.ca_file",
-                                message: "is not set and no system CA bundle was found; set it to the CA that signed the broker's certificate")
+                throw AMQPError(
+                    .tls, operation: "amqp.tls.ca_file",
+                    message:
+                        "is not set and no system CA bundle was found; set it to the CA that signed the broker's certificate"
+                )
             }
             if let certFile = tls.certFile {
                 guard let keyFile = tls.keyFile else {
@@ -79,8 +85,9 @@ package final class AMQPConnection {
                 try Self.checkReadable(keyFile, key: "amqp.tls.key_file")
                 let status = amqp_ssl_socket_set_key(ssl, certFile, keyFile)
                 if status != AMQP_STATUS_OK.rawValue {
-                    throw AMQPError(.tls, operation: "amqp.tls.cert_file \(certFile) / amqp.tls.key_file \(keyFile)",
-                                    message: "not a PEM certificate and its matching private key")
+                    throw AMQPError(
+                        .tls, operation: "amqp.tls.cert_file \(certFile) / amqp.tls.key_file \(keyFile)",
+                        message: "not a PEM certificate and its matching private key")
                 }
             }
         } else {
@@ -97,12 +104,15 @@ package final class AMQPConnection {
                 let ca = tls.caFile.map { "amqp.tls.ca_file \($0)" } ?? "the system CA bundle"
                 switch amqp_status_enum(rawValue: status) {
                 case AMQP_STATUS_SSL_PEER_VERIFY_FAILED:
-                    error.message = "TLS peer verification failed: the broker's certificate is not signed by a CA in \(ca)"
+                    error.message =
+                        "TLS peer verification failed: the broker's certificate is not signed by a CA in \(ca)"
                 case AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED:
-                    error.message = "TLS hostname verification failed: the broker's certificate does not name \(url.host) "
+                    error.message =
+                        "TLS hostname verification failed: the broker's certificate does not name \(url.host) "
                         + "(rabbitmq-c matches DNS names of the certificate, so connect by a name it lists)"
                 case AMQP_STATUS_SSL_CONNECTION_FAILED, AMQP_STATUS_SSL_ERROR:
-                    error.message = "TLS handshake failed: the broker's certificate did not verify against \(ca), "
+                    error.message =
+                        "TLS handshake failed: the broker's certificate did not verify against \(ca), "
                         + "or the broker refused the client certificate, or the port does not speak TLS"
                     error.code = .tls
                 default:
@@ -143,7 +153,9 @@ package final class AMQPConnection {
 
     /// The first CA bundle found: `SSL_CERT_FILE`, then the usual Debian, Red Hat and Alpine paths.
     static func systemCABundle() -> String? {
-        var candidates = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
+        var candidates = [
+            "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem",
+        ]
         if let fromEnvironment = ProcessInfo.processInfo.environment["SSL_CERT_FILE"], !fromEnvironment.isEmpty {
             candidates.insert(fromEnvironment, at: 0)
         }
@@ -195,11 +207,14 @@ package final class AMQPConnection {
 
     /// Declares a queue; `passive` only checks that it exists. Returns ready messages and consumers.
     @discardableResult
-    package func declareQueue(channel: UInt16, name: String, passive: Bool = false, durable: Bool = true,
-                              arguments: [String: AMQPFieldValue] = [:]) throws(AMQPError) -> (messages: Int, consumers: Int) {
+    package func declareQueue(
+        channel: UInt16, name: String, passive: Bool = false, durable: Bool = true,
+        arguments: [String: AMQPFieldValue] = [:]
+    ) throws(AMQPError) -> (messages: Int, consumers: Int) {
         let arena = AMQPArena()
-        let ok = amqp_queue_declare(state, channel, arena.bytes(name), passive ? 1 : 0, durable ? 1 : 0, 0, 0,
-                                    arena.table(arguments))
+        let ok = amqp_queue_declare(
+            state, channel, arena.bytes(name), passive ? 1 : 0, durable ? 1 : 0, 0, 0,
+            arena.table(arguments))
         try check("queue.declare \(name)")
         guard let ok else { return (0, 0) }
         return (Int(ok.pointee.message_count), Int(ok.pointee.consumer_count))
@@ -208,8 +223,9 @@ package final class AMQPConnection {
     /// Starts consuming with manual acks; returns the consumer tag.
     package func consume(channel: UInt16, queue: String, consumerTag: String) throws(AMQPError) -> String {
         let arena = AMQPArena()
-        let ok = amqp_basic_consume(state, channel, arena.bytes(queue), arena.bytes(consumerTag), 0, 0, 0,
-                                    amqp_table_t(num_entries: 0, entries: nil))
+        let ok = amqp_basic_consume(
+            state, channel, arena.bytes(queue), arena.bytes(consumerTag), 0, 0, 0,
+            amqp_table_t(num_entries: 0, entries: nil))
         try check("basic.consume \(queue)")
         return ok?.pointee.consumer_tag.stringValue ?? consumerTag
     }
@@ -223,15 +239,18 @@ package final class AMQPConnection {
     }
 
     /// Publishes a message. The confirm arrives later as a frame.
-    package func publish(channel: UInt16, _ message: OutboundMessage, adding header: AMQPHeader? = nil) throws(AMQPError) {
+    package func publish(
+        channel: UInt16, _ message: OutboundMessage, adding header: AMQPHeader? = nil
+    ) throws(AMQPError) {
         let arena = publishArena
         defer { arena.reset() }
         var envelope = arena.envelope(of: message, adding: header)
         try checkEncodable(message, &envelope.properties, arenaBytes: arena.bytesHandedOut)
         let status = message.body.withUnsafeBytes { body -> Int32 in
             let bytes = amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))
-            return amqp_basic_publish(state, channel, envelope.exchange, envelope.routingKey,
-                                      message.mandatory ? 1 : 0, 0, &envelope.properties, bytes)
+            return amqp_basic_publish(
+                state, channel, envelope.exchange, envelope.routingKey,
+                message.mandatory ? 1 : 0, 0, &envelope.properties, bytes)
         }
         if status != AMQP_STATUS_OK.rawValue { throw AMQPError.status(status, operation: "basic.publish") }
     }
@@ -245,14 +264,18 @@ package final class AMQPConnection {
     /// Encoded properties take at most what the arena handed out for them (each table entry or
     /// array element is a 40- or 24-byte struct there, more than its wire overhead) plus 20 bytes
     /// of lengths and fixed fields; only when that bound does not fit are they encoded to know.
-    func checkEncodable(_ message: OutboundMessage, _ properties: inout amqp_basic_properties_t,
-                                arenaBytes: Int) throws(AMQPError) {
+    func checkEncodable(
+        _ message: OutboundMessage, _ properties: inout amqp_basic_properties_t,
+        arenaBytes: Int
+    ) throws(AMQPError) {
         func refuse(_ why: String) -> AMQPError {
             AMQPError(.unencodable, operation: "basic.publish to \(message.routingKey.prefix(64))", message: why)
         }
-        let shortStrings = [message.exchange, message.routingKey, message.properties.contentType ?? "",
-                            message.properties.messageID ?? "", message.properties.correlationID ?? "",
-                            message.properties.replyTo ?? ""]
+        let shortStrings = [
+            message.exchange, message.routingKey, message.properties.contentType ?? "",
+            message.properties.messageID ?? "", message.properties.correlationID ?? "",
+            message.properties.replyTo ?? "",
+        ]
         if shortStrings.contains(where: { $0.utf8.count > 255 }) {
             throw refuse("a short string (exchange, routing key or property) is over 255 bytes")
         }

@@ -86,14 +86,16 @@ package struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
             case AMQP_CONNECTION_CLOSE_METHOD:
                 let close = reply.reply.decoded?.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
                 let code: Code = close?.reply_code == 403 ? .login : .connectionClosed
-                return AMQPError(code, operation: operation,
-                                 message: close?.reply_text.stringValue ?? "connection closed by the broker",
-                                 replyCode: close?.reply_code)
+                return AMQPError(
+                    code, operation: operation,
+                    message: close?.reply_text.stringValue ?? "connection closed by the broker",
+                    replyCode: close?.reply_code)
             case AMQP_CHANNEL_CLOSE_METHOD:
                 let close = reply.reply.decoded?.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
-                return AMQPError(.channelClosed, operation: operation,
-                                 message: close?.reply_text.stringValue ?? "channel closed by the broker",
-                                 replyCode: close?.reply_code)
+                return AMQPError(
+                    .channelClosed, operation: operation,
+                    message: close?.reply_text.stringValue ?? "channel closed by the broker",
+                    replyCode: close?.reply_code)
             default:
                 return AMQPError(.library, operation: operation, message: "unexpected server method \(reply.reply.id)")
             }

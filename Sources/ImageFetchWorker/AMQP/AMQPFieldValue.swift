@@ -270,7 +270,8 @@ enum AMQPTableDecoder {
         case AMQP_FIELD_KIND_U64: return .uint64(value.value.u64)
         case AMQP_FIELD_KIND_F32: return .float(value.value.f32)
         case AMQP_FIELD_KIND_F64: return .double(value.value.f64)
-        case AMQP_FIELD_KIND_DECIMAL: return .decimal(scale: value.value.decimal.decimals, value: value.value.decimal.value)
+        case AMQP_FIELD_KIND_DECIMAL:
+            return .decimal(scale: value.value.decimal.decimals, value: value.value.decimal.value)
         case AMQP_FIELD_KIND_UTF8:
             let raw = value.value.bytes.arrayValue
             // Only valid UTF-8 becomes a String: decoding anything else would replace bytes.

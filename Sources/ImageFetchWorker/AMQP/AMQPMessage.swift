@@ -86,8 +86,10 @@ public struct Delivery: Sendable {
     /// When the delivery was read off the socket (`DispatchTime` uptime nanoseconds).
     public var receivedAt: UInt64
 
-    public init(tag: UInt64, epoch: UInt64, redelivered: Bool, exchange: String = "", routingKey: String = "",
-                properties: AMQPProperties = AMQPProperties(), body: [UInt8], receivedAt: UInt64 = 0) {
+    public init(
+        tag: UInt64, epoch: UInt64, redelivered: Bool, exchange: String = "", routingKey: String = "",
+        properties: AMQPProperties = AMQPProperties(), body: [UInt8], receivedAt: UInt64 = 0
+    ) {
         self.receivedAt = receivedAt
         self.tag = tag
         self.epoch = epoch
@@ -113,8 +115,10 @@ public struct OutboundMessage: Sendable {
     public var properties: AMQPProperties
     public var body: [UInt8]
 
-    public init(exchange: String = "", routingKey: String, mandatory: Bool = true,
-                properties: AMQPProperties, body: [UInt8]) {
+    public init(
+        exchange: String = "", routingKey: String, mandatory: Bool = true,
+        properties: AMQPProperties, body: [UInt8]
+    ) {
         self.exchange = exchange
         self.routingKey = routingKey
         self.mandatory = mandatory
@@ -134,10 +138,13 @@ public struct OutboundMessage: Sendable {
 extension AMQPArena {
     /// Encodes all of `message` but its body, with `header` among its headers. Public as SPI so
     /// that the Benchmarks/ package can hold the publish path's allocations to a threshold.
-    @_spi(Benchmarks) public func envelope(of message: OutboundMessage,
-                                           adding header: (key: String, value: AMQPFieldValue)? = nil) -> PublishEnvelope {
+    @_spi(Benchmarks) public func envelope(
+        of message: OutboundMessage,
+        adding header: (key: String, value: AMQPFieldValue)? = nil
+    ) -> PublishEnvelope {
         let properties = message.properties.encode(in: self, adding: header)
-        return PublishEnvelope(properties: properties, exchange: bytes(message.exchange),
-                               routingKey: bytes(message.routingKey))
+        return PublishEnvelope(
+            properties: properties, exchange: bytes(message.exchange),
+            routingKey: bytes(message.routingKey))
     }
 }

@@ -25,9 +25,11 @@ extension BrokerSession {
                 try connect(urlIndex: index)
             } catch {
                 let url = configuration.amqp.urls[index % configuration.amqp.urls.count]
-                logger.warning("broker connection failed", metadata: [
-                    "broker": "\(url.host):\(url.port)", "error": "\(error)",
-                ])
+                logger.warning(
+                    "broker connection failed",
+                    metadata: [
+                        "broker": "\(url.host):\(url.port)", "error": "\(error)",
+                    ])
                 perform(lifecycle.connectFailed(jitter: Double.random(in: 0..<1)))
                 publishState()
             }
@@ -70,8 +72,9 @@ extension BrokerSession {
         let connection = try AMQPConnection()
         try connection.open(
             url: url,
-            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
-                       verify: amqp.tls.verify),
+            tls: .init(
+                caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
+                verify: amqp.tls.verify),
             heartbeat: amqp.heartbeat, connectionName: connectionName)
         try connection.openChannel(Self.channel)
         try connection.confirmSelect(channel: Self.channel)
@@ -90,9 +93,11 @@ extension BrokerSession {
         _ = lifecycle.connected()
         publishState()
         installSources(for: connection)
-        logger.info("connected to the broker", metadata: [
-            "broker": "\(url)", "queue": "\(configuration.queue.jobs)", "prefetch": "\(amqp.prefetch)",
-        ])
+        logger.info(
+            "connected to the broker",
+            metadata: [
+                "broker": "\(url)", "queue": "\(configuration.queue.jobs)", "prefetch": "\(amqp.prefetch)",
+            ])
         delegate?.session(self, didConnect: lifecycle.epoch)
         // Frames may already sit in rabbitmq-c's buffer after the RPCs above.
         scheduleRead()
@@ -104,16 +109,18 @@ extension BrokerSession {
     private func declare(_ queue: Topology.Queue, on connection: AMQPConnection) throws(AMQPError) {
         do {
             try connection.declareQueue(channel: Self.channel, name: queue.name, arguments: queue.arguments)
-        } catch where queue.mayExistWithOtherArguments && error.code == .channelClosed && error.replyCode == 406 {
+        } catch  where queue.mayExistWithOtherArguments && error.code == .channelClosed && error.replyCode == 406 {
             // The broker closed the channel: confirm, open it again, and check that the queue is there.
             connection.sendCloseOk(channel: Self.channel, connection: false)
             try connection.openChannel(Self.channel)
             try connection.confirmSelect(channel: Self.channel)
             try connection.declareQueue(channel: Self.channel, name: queue.name, passive: true)
-            logger.warning("a delay queue exists with other arguments; using it as it is", metadata: [
-                "queue": "\(queue.name)", "broker_says": "\(error.message)",
-                "fix": "delete the queue when it is empty; the worker declares it again (docs/reliability.md)",
-            ])
+            logger.warning(
+                "a delay queue exists with other arguments; using it as it is",
+                metadata: [
+                    "queue": "\(queue.name)", "broker_says": "\(error.message)",
+                    "fix": "delete the queue when it is empty; the worker declares it again (docs/reliability.md)",
+                ])
         }
     }
 

@@ -102,9 +102,10 @@ extension BrokerSession {
             }
             let sequence = deadCopies.begin(tag: tag, bodySize: bodySize)
             do {
-                try connection.beginPublish(channel: Self.deadCopyChannel, copy, bodySize: bodySize,
-                                            adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
-            } catch where error.code == .unencodable {
+                try connection.beginPublish(
+                    channel: Self.deadCopyChannel, copy, bodySize: bodySize,
+                    adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
+            } catch  where error.code == .unencodable {
                 deadCopies.abandon()  // rejected as it came when read
             }
         } catch {
@@ -140,8 +141,10 @@ extension BrokerSession {
             case AMQP_CHANNEL_CLOSE_METHOD:
                 let close = method.decoded?.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
                 connection?.sendCloseOk(channel: Self.deadCopyChannel, connection: false)
-                handleLoss(AMQPError(.channelClosed, operation: "dead-copy channel",
-                                     message: close?.reply_text.stringValue ?? "closed", replyCode: close?.reply_code))
+                handleLoss(
+                    AMQPError(
+                        .channelClosed, operation: "dead-copy channel",
+                        message: close?.reply_text.stringValue ?? "closed", replyCode: close?.reply_code))
             default:
                 break
             }

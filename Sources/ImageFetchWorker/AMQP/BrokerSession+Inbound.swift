@@ -82,43 +82,62 @@ extension BrokerSession {
     private func handleMethod(_ method: amqp_method_t, channel: amqp_channel_t) {
         switch method.id {
         case AMQP_BASIC_DELIVER_METHOD:
-            guard let deliver = method.decoded?.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee else { return }
-            assembler.begin(.delivery(tag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
-                                      exchange: deliver.exchange.stringValue ?? "",
-                                      routingKey: deliver.routing_key.stringValue ?? ""))
+            guard let deliver = method.decoded?.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee else {
+                return
+            }
+            assembler.begin(
+                .delivery(
+                    tag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
+                    exchange: deliver.exchange.stringValue ?? "",
+                    routingKey: deliver.routing_key.stringValue ?? ""))
         case AMQP_BASIC_RETURN_METHOD:
-            guard let returned = method.decoded?.assumingMemoryBound(to: amqp_basic_return_t.self).pointee else { return }
-            assembler.begin(.returned(replyCode: returned.reply_code, replyText: returned.reply_text.stringValue ?? "",
-                                      routingKey: returned.routing_key.stringValue ?? ""))
+            guard let returned = method.decoded?.assumingMemoryBound(to: amqp_basic_return_t.self).pointee else {
+                return
+            }
+            assembler.begin(
+                .returned(
+                    replyCode: returned.reply_code, replyText: returned.reply_text.stringValue ?? "",
+                    routingKey: returned.routing_key.stringValue ?? ""))
         case AMQP_BASIC_ACK_METHOD:
             guard let ack = method.decoded?.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee else { return }
-            for (completion, outcome) in confirms.confirm(sequence: ack.delivery_tag, multiple: ack.multiple != 0, ack: true) {
+            for (completion, outcome) in confirms.confirm(
+                sequence: ack.delivery_tag, multiple: ack.multiple != 0, ack: true)
+            {
                 completion(outcome == .confirmed ? .confirmed : .returned)
             }
         case AMQP_BASIC_NACK_METHOD:
             guard let nack = method.decoded?.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee else { return }
-            for (completion, _) in confirms.confirm(sequence: nack.delivery_tag, multiple: nack.multiple != 0, ack: false) {
+            for (completion, _) in confirms.confirm(
+                sequence: nack.delivery_tag, multiple: nack.multiple != 0, ack: false)
+            {
                 completion(.nacked)
             }
         case AMQP_BASIC_CANCEL_METHOD:
             // The broker cancelled our consumer (queue deleted, failover). Re-subscribe with backoff
             // by recycling the connection, so that the topology is declared again.
-            logger.warning("the broker cancelled the consumer; re-subscribing", metadata: ["queue": "\(configuration.queue.jobs)"])
-            handleLoss(AMQPError(.channelClosed, operation: "basic.cancel from the broker", message: "consumer cancelled"))
+            logger.warning(
+                "the broker cancelled the consumer; re-subscribing", metadata: ["queue": "\(configuration.queue.jobs)"])
+            handleLoss(
+                AMQPError(.channelClosed, operation: "basic.cancel from the broker", message: "consumer cancelled"))
         case AMQP_CHANNEL_CLOSE_METHOD:
             let close = method.decoded?.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
             connection?.sendCloseOk(channel: channel, connection: false)
-            handleLoss(AMQPError(.channelClosed, operation: "channel", message: close?.reply_text.stringValue ?? "closed",
-                                 replyCode: close?.reply_code))
+            handleLoss(
+                AMQPError(
+                    .channelClosed, operation: "channel", message: close?.reply_text.stringValue ?? "closed",
+                    replyCode: close?.reply_code))
         case AMQP_CONNECTION_CLOSE_METHOD:
             let close = method.decoded?.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
             connection?.sendCloseOk(channel: 0, connection: true)
-            handleLoss(AMQPError(.connectionClosed, operation: "connection", message: close?.reply_text.stringValue ?? "closed",
-                                 replyCode: close?.reply_code))
+            handleLoss(
+                AMQPError(
+                    .connectionClosed, operation: "connection", message: close?.reply_text.stringValue ?? "closed",
+                    replyCode: close?.reply_code))
         case AMQP_CONNECTION_BLOCKED_METHOD:
             let blocked = method.decoded?.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee
-            logger.warning("the broker blocked the connection (resource alarm); admission paused",
-                           metadata: ["reason": "\(blocked?.reason.stringValue ?? "")"])
+            logger.warning(
+                "the broker blocked the connection (resource alarm); admission paused",
+                metadata: ["reason": "\(blocked?.reason.stringValue ?? "")"])
             visible.withLock { $0.blocked = true }
             delegate?.session(self, blocked: true)
         case AMQP_CONNECTION_UNBLOCKED_METHOD:
@@ -138,15 +157,18 @@ extension BrokerSession {
                 // connection, where the broker redelivers everything unacked.
                 return protocolViolation("delivery tag \(tag) does not increase on the channel")
             }
-            let delivery = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
-                                    routingKey: routingKey, properties: message.properties, body: message.body,
-                                    receivedAt: DispatchTime.now().uptimeNanoseconds)
+            let delivery = Delivery(
+                tag: tag, epoch: lifecycle.epoch, redelivered: redelivered, exchange: exchange,
+                routingKey: routingKey, properties: message.properties, body: message.body,
+                receivedAt: DispatchTime.now().uptimeNanoseconds)
             guard message.bodyKept else { return rejectOversized(delivery, bodySize: message.bodySize) }
             delegate?.session(self, didReceive: delivery)
         case .returned(let replyCode, let replyText, _):
-            logger.warning("the broker returned an unroutable publish", metadata: [
-                "reply_code": "\(replyCode)", "reply_text": "\(replyText)",
-            ])
+            logger.warning(
+                "the broker returned an unroutable publish",
+                metadata: [
+                    "reply_code": "\(replyCode)", "reply_text": "\(replyText)",
+                ])
             if let sequence = message.properties.headers[Self.publishSequenceHeader]?.intValue, sequence > 0 {
                 confirms.returned(sequence: UInt64(sequence))
             }
@@ -161,10 +183,12 @@ extension BrokerSession {
     private func rejectOversized(_ delivery: Delivery, bodySize: UInt64) {
         let limit = configuration.queue.maxJobBytes
         let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
-        logger.error("job too large; dead-lettered unread", metadata: [
-            "error_code": "\(error.code)", "bytes": "\(bodySize)", "limit": "\(limit)",
-            "message_id": "\(delivery.properties.messageID ?? "")",
-        ])
+        logger.error(
+            "job too large; dead-lettered unread",
+            metadata: [
+                "error_code": "\(error.code)", "bytes": "\(bodySize)", "limit": "\(limit)",
+                "message_id": "\(delivery.properties.messageID ?? "")",
+            ])
         if deadCopies.finished(tag: delivery.tag) {
             delegate?.session(self, didReject: delivery, error: error)
             return

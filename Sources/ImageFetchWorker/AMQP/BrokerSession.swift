@@ -82,8 +82,10 @@ package final class BrokerSession: @unchecked Sendable {
 
     /// Creates a session; nothing happens until ``start()``.
     /// - Parameter consume: false for a publish-only session (the `publish` command).
-    package init(configuration: WorkerConfiguration, logger: Logger, delegate: (any BrokerSessionDelegate)?,
-                 consume: Bool = true) {
+    package init(
+        configuration: WorkerConfiguration, logger: Logger, delegate: (any BrokerSessionDelegate)?,
+        consume: Bool = true
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.delegate = delegate
@@ -100,7 +102,11 @@ package final class BrokerSession: @unchecked Sendable {
     /// only, since they run too often for a release-mode check.
     @inline(__always)
     func assertOnQueue() {
-        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
+        assert(
+            {
+                dispatchPrecondition(condition: .onQueue(queue))
+                return true
+            }())
     }
 
     /// The lifecycle state, readable from any thread.
@@ -248,8 +254,9 @@ package final class BrokerSession: @unchecked Sendable {
         // basic.return carries no publish sequence number; this header ties a return to its
         // publish. Added as the message is encoded: set in `message`, it made a copy of its headers.
         do {
-            try connection.publish(channel: Self.channel, message, adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
-        } catch where error.code == .unencodable {
+            try connection.publish(
+                channel: Self.channel, message, adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
+        } catch  where error.code == .unencodable {
             // That message's failure, not the connection's: nothing of it went out.
             _ = confirms.withdrawLast()
             logger.warning("a message could not be encoded; not published", metadata: ["error": "\(error)"])
@@ -279,7 +286,8 @@ package final class BrokerSession: @unchecked Sendable {
 
     /// A passive declare on the worker's own connection: ready messages and consumers of a queue,
     /// or nil when it does not exist or the connection is down.
-    package func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void) {
+    package func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void)
+    {
         queue.async {
             guard let connection = self.connection, self.isOpenEpoch else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
@@ -289,7 +297,7 @@ package final class BrokerSession: @unchecked Sendable {
                 let depth = try connection.declareQueue(channel: 2, name: name, passive: true)
                 connection.closeChannel(2)
                 completion(depth)
-            } catch where error.code == .channelClosed {
+            } catch  where error.code == .channelClosed {
                 // The broker closed channel 2 (no such queue): confirm it, so the channel can be reused.
                 connection.sendCloseOk(channel: 2, connection: false)
                 completion(nil)

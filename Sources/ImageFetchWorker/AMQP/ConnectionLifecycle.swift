@@ -1,3 +1,5 @@
+import Foundation
+
 /// The broker connection's lifecycle as a pure state machine: events in, actions out, no I/O.
 ///
 /// ``BrokerSession`` feeds it what happened (connected, lost, timer fired, drain requested) and
@@ -130,5 +132,3 @@ struct Backoff: Equatable {
         return capped / 2 + capped / 2 * min(max(jitter, 0), 0.999_999)
     }
 }
-
-import Foundation

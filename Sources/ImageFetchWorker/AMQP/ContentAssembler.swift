@@ -85,8 +85,9 @@ struct ContentAssembler {
 
     private mutating func finish() -> Message? {
         guard let kind else { return nil }
-        let message = Message(kind: kind, properties: properties, body: keep ? body : [], bodySize: expected,
-                              bodyKept: keep)
+        let message = Message(
+            kind: kind, properties: properties, body: keep ? body : [], bodySize: expected,
+            bodyKept: keep)
         self.kind = nil
         haveHeader = false
         keep = false

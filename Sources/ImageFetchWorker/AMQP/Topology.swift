@@ -46,11 +46,17 @@ package struct Topology: Sendable, Equatable {
             Queue(name: names.jobs, arguments: jobsArguments),
         ]
         // Retry and deferral queues hold a job for their delay, then dead-letter it back to the jobs queue.
-        let delayQueues = Set(configuration.retry.delays).sorted().map { (Self.retryQueueName(jobs: names.jobs, delaySeconds: $0), $0) }
-            + DeferralPolicy(configuration.scheduler).delays.map { (Self.deferQueueName(jobs: names.jobs, delaySeconds: $0), $0) }
+        let delayQueues =
+            Set(configuration.retry.delays).sorted().map {
+                (Self.retryQueueName(jobs: names.jobs, delaySeconds: $0), $0)
+            }
+            + DeferralPolicy(configuration.scheduler).delays.map {
+                (Self.deferQueueName(jobs: names.jobs, delaySeconds: $0), $0)
+            }
         for (name, delay) in delayQueues {
-            let arguments = Self.delayQueueArguments(type: names.type, delayMilliseconds: Int64(delay) * 1000,
-                                                     deadLetterRoutingKey: names.jobs)
+            let arguments = Self.delayQueueArguments(
+                type: names.type, delayMilliseconds: Int64(delay) * 1000,
+                deadLetterRoutingKey: names.jobs)
             queues.append(Queue(name: name, arguments: arguments, mayExistWithOtherArguments: true))
         }
         self.queues = queues
@@ -63,8 +69,10 @@ package struct Topology: Sendable, Equatable {
     /// On a quorum queue it is at-least-once (`x-dead-letter-strategy: at-least-once`), which
     /// RabbitMQ allows only together with `x-overflow: reject-publish`. The retry queues use it, and
     /// every future delay queue (deferral) must too.
-    package static func delayQueueArguments(type: WorkerConfiguration.Queues.QueueType, delayMilliseconds: Int64,
-                                            deadLetterRoutingKey: String) -> [String: AMQPFieldValue] {
+    package static func delayQueueArguments(
+        type: WorkerConfiguration.Queues.QueueType, delayMilliseconds: Int64,
+        deadLetterRoutingKey: String
+    ) -> [String: AMQPFieldValue] {
         var arguments: [String: AMQPFieldValue] = [
             "x-message-ttl": .int(delayMilliseconds),
             "x-dead-letter-exchange": .string(""),

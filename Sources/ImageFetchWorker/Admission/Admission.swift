@@ -28,10 +28,15 @@ package final class Admission<Element: Sendable>: Sendable {
         /// Limit cuts and pauses, for logs and metrics.
         package var events: @Sendable ([Event]) -> Void
 
-        package init(start: @escaping @Sendable (Ticket) -> Void,
-                     deferJob: @escaping @Sendable (Element, Origin, Double?,
-                                                    OriginScheduler<Element>.DeferralReason) -> Void,
-                     events: @escaping @Sendable ([Event]) -> Void) {
+        package init(
+            start: @escaping @Sendable (Ticket) -> Void,
+            deferJob:
+                @escaping @Sendable (
+                    Element, Origin, Double?,
+                    OriginScheduler<Element>.DeferralReason
+                ) -> Void,
+            events: @escaping @Sendable ([Event]) -> Void
+        ) {
             self.start = start
             self.deferJob = deferJob
             self.events = events
@@ -57,11 +62,13 @@ package final class Admission<Element: Sendable>: Sendable {
     /// Passes of the pump, for the tests of the kicks it is spared.
     private let pumpPasses = Atomic<Int>(0)
 
-    package init(settings: OriginScheduler<Element>.Settings, semaphore: DispatchSemaphore, inFlight: DispatchGroup,
-                 sweepInterval: DispatchTimeInterval = .milliseconds(200),
-                 clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds },
-                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-                 handlers: Handlers) {
+    package init(
+        settings: OriginScheduler<Element>.Settings, semaphore: DispatchSemaphore, inFlight: DispatchGroup,
+        sweepInterval: DispatchTimeInterval = .milliseconds(200),
+        clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds },
+        jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        handlers: Handlers
+    ) {
         self.scheduler = Mutex(OriginScheduler(settings: settings, jitter: jitter))
         self.semaphore = semaphore
         self.inFlight = inFlight

@@ -89,9 +89,12 @@ package struct OriginLimiter: Sendable, Equatable {
     /// A response came that was no overload. `latencyNanoseconds` is the origin's time to first
     /// byte (nil when unknown); `inFlight` counts the requests running as it ended, itself included.
     @discardableResult
-    package mutating func succeeded(latencyNanoseconds: UInt64?, startedAt: UInt64, inFlight: Int, now: UInt64) -> Cut? {
+    package mutating func succeeded(latencyNanoseconds: UInt64?, startedAt: UInt64, inFlight: Int, now: UInt64) -> Cut?
+    {
         expireCeiling(now: now)
-        if let latencyNanoseconds, let cut = recordLatency(Double(latencyNanoseconds), startedAt: startedAt, inFlight: inFlight, now: now) {
+        if let latencyNanoseconds,
+            let cut = recordLatency(Double(latencyNanoseconds), startedAt: startedAt, inFlight: inFlight, now: now)
+        {
             return cut
         }
         // Growth only while the limit is in use: an origin sent two requests at a time has not
@@ -169,10 +172,10 @@ package struct OriginLimiter: Sendable, Equatable {
         recentNanoseconds = recentNanoseconds.map { $0 + (sample - $0) * 0.2 } ?? sample
         recentSamples += 1
         guard recentSamples >= Self.latencySamplesNeeded, let baseline = baselineNanoseconds,
-              let recent = recentNanoseconds,
-              recent > baseline * settings.latencyTolerance,
-              recent - baseline > Double(settings.latencyFloorNanoseconds),
-              Double(inFlight) * 2 >= value
+            let recent = recentNanoseconds,
+            recent > baseline * settings.latencyTolerance,
+            recent - baseline > Double(settings.latencyFloorNanoseconds),
+            Double(inFlight) * 2 >= value
         else { return nil }
         if let lastCutAt, startedAt < lastCutAt { return nil }
         let before = limit

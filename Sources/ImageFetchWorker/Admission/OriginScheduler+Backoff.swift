@@ -12,8 +12,10 @@ extension OriginScheduler {
     /// (so that the workers an origin refused together do not come back together). A refusal of
     /// a request sent before the last backoff began is the same event, and changes nothing.
     /// Returns the pause, if one began.
-    static func backoff(_ state: inout State, startedAt: UInt64, now: UInt64, settings: Settings,
-                        jitter: () -> Double) -> UInt64? {
+    static func backoff(
+        _ state: inout State, startedAt: UInt64, now: UInt64, settings: Settings,
+        jitter: () -> Double
+    ) -> UInt64? {
         let first = settings.overloadPauseNanoseconds
         guard first > 0 else { return nil }
         if let since = state.backoffSince, startedAt < since { return nil }

@@ -25,9 +25,12 @@ import NIOCore
         arrive()
         now += 100_000
         let done = running.removeFirst()
-        _ = scheduler.finished(done, outcome: .response(status: 200, latencyNanoseconds: 50_000_000,
-                                                         durationNanoseconds: 100_000_000, retryAfterSeconds: nil),
-                               now: now)
+        _ = scheduler.finished(
+            done,
+            outcome: .response(
+                status: 200, latencyNanoseconds: 50_000_000,
+                durationNanoseconds: 100_000_000, retryAfterSeconds: nil),
+            now: now)
         if let start = scheduler.next(now: now) { running.append(start.slot) }
     }
 

@@ -44,14 +44,17 @@ extension OriginScheduler {
     }
 
     func windowContext(now: UInt64) -> WindowContext {
-        WindowContext(now: now, activeOrigins: activeOrigins, held: inFlightCount + waitingCount,
-                      totalDemand: totalDemand.value(now: now, tau: settings.activeNanoseconds),
-                      queueBehind: queueBehind, typicalDuration: typicalDurationNanoseconds)
+        WindowContext(
+            now: now, activeOrigins: activeOrigins, held: inFlightCount + waitingCount,
+            totalDemand: totalDemand.value(now: now, tau: settings.activeNanoseconds),
+            queueBehind: queueBehind, typicalDuration: typicalDurationNanoseconds)
     }
 
     /// Whether the job at `position` in its origin's queue should leave the window.
-    static func windowVerdict(_ state: State, position: Int, context: WindowContext,
-                              settings: Settings) -> WindowVerdict {
+    static func windowVerdict(
+        _ state: State, position: Int, context: WindowContext,
+        settings: Settings
+    ) -> WindowVerdict {
         let now = context.now
         let pause = state.remainingPause(now: now)
         let atLeast = pause > 0 ? Double(pause) / 1e9 : nil
@@ -67,7 +70,8 @@ extension OriginScheduler {
         guard context.activeOrigins > 1, helps else { return .keep }
         let held = state.inFlight + position + 1
         let demand = state.demand.value(now: now, tau: settings.activeNanoseconds)
-        let share = context.totalDemand > 0
+        let share =
+            context.totalDemand > 0
             ? Double(window) * min(demand / context.totalDemand, 1)
             : Double(window) / Double(context.activeOrigins)
         guard Double(held) > max(share, 1) else { return .keep }
@@ -120,18 +124,25 @@ extension OriginScheduler {
         var index = 0
         while index < backlogged.count {
             let origin = backlogged[index]
-            guard let stateIndex = origins.index(forKey: origin) else { index += 1; continue }
+            guard let stateIndex = origins.index(forKey: origin) else {
+                index += 1
+                continue
+            }
             let current = settings
             let before = deferred.count
             let drained = Self.modify(&origins, origin) { state -> Bool in
                 while !state.waiting.isEmpty,
-                      case .leave(let leave) = Self.windowVerdict(state, position: state.waiting.count - 1,
-                                                                  context: context, settings: current) {
+                    case .leave(let leave) = Self.windowVerdict(
+                        state, position: state.waiting.count - 1,
+                        context: context, settings: current)
+                {
                     Self.noteLeave(leave, of: &state)
                     let entry = state.waiting.removeLast()
                     context.held -= 1
-                    deferred.append(Deferral(element: entry.element, origin: origin,
-                                             atLeastSeconds: leave.atLeastSeconds, reason: leave.reason))
+                    deferred.append(
+                        Deferral(
+                            element: entry.element, origin: origin,
+                            atLeastSeconds: leave.atLeastSeconds, reason: leave.reason))
                 }
                 return state.waiting.isEmpty
             }

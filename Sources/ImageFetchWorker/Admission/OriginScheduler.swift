@@ -174,8 +174,10 @@ package struct OriginScheduler<Element> {
     /// A job for `origin` arrived; `deferredBefore` when it comes back from a deferral (its demand
     /// was counted when it first came). It waits for its turn; the answer says whether it should
     /// leave the window at once instead.
-    package mutating func enqueue(_ element: Element, origin: Origin, now: UInt64,
-                                  deferredBefore: Bool = false) -> Deferral? {
+    package mutating func enqueue(
+        _ element: Element, origin: Origin, now: UInt64,
+        deferredBefore: Bool = false
+    ) -> Deferral? {
         // One lookup for a known origin (an index stays valid until the dictionary changes).
         let index: [Origin: State].Index
         if let known = origins.index(forKey: origin) {
@@ -198,8 +200,9 @@ package struct OriginScheduler<Element> {
         let context = windowContext(now: now)
         // In place: a copy of the state alive here would make the append copy its queue.
         if let leave = Self.admit(element, into: &origins.values[index], context: context, settings: settings) {
-            return Deferral(element: element, origin: origin, atLeastSeconds: leave.atLeastSeconds,
-                            reason: leave.reason)
+            return Deferral(
+                element: element, origin: origin, atLeastSeconds: leave.atLeastSeconds,
+                reason: leave.reason)
         }
         if origins.values[index].waiting.count == 1 { backlogged.append(origin) }
         waitingCount += 1
@@ -207,8 +210,10 @@ package struct OriginScheduler<Element> {
         return nil
     }
 
-    private static func admit(_ element: Element, into state: inout State, context: WindowContext,
-                              settings: Settings) -> Leave? {
+    private static func admit(
+        _ element: Element, into state: inout State, context: WindowContext,
+        settings: Settings
+    ) -> Leave? {
         state.lastActive = context.now
         let verdict = windowVerdict(state, position: state.waiting.count, context: context, settings: settings)
         switch verdict {
@@ -259,7 +264,10 @@ package struct OriginScheduler<Element> {
             state.lastActive = now
             return (entry, state.inFlight, state.waiting.isEmpty)
         }
-        if drained { backlogged.swapAt(best, backlogged.count - 1); backlogged.removeLast() }
+        if drained {
+            backlogged.swapAt(best, backlogged.count - 1)
+            backlogged.removeLast()
+        }
         waitingCount -= 1
         inFlightCount += 1
         return Start(element: entry.element, origin: origin, startedAt: now, inFlightAtStart: inFlightAtStart)
@@ -278,12 +286,15 @@ package struct OriginScheduler<Element> {
 
     /// A fetch started by ``next(now:)`` ended.
     package mutating func finished(_ slot: OriginSlot, outcome: FetchOutcome, now: UInt64) -> [Event] {
-        finished(origin: slot.origin, startedAt: slot.startedAt, inFlightAtStart: slot.inFlightAtStart,
-                 outcome: outcome, now: now)
+        finished(
+            origin: slot.origin, startedAt: slot.startedAt, inFlightAtStart: slot.inFlightAtStart,
+            outcome: outcome, now: now)
     }
 
-    package mutating func finished(origin: Origin, startedAt: UInt64, inFlightAtStart: Int, outcome: FetchOutcome,
-                                   now: UInt64) -> [Event] {
+    package mutating func finished(
+        origin: Origin, startedAt: UInt64, inFlightAtStart: Int, outcome: FetchOutcome,
+        now: UInt64
+    ) -> [Event] {
         guard let index = origins.index(forKey: origin), origins.values[index].inFlight > 0 else { return [] }
         inFlightCount -= 1
         // In place and with the one lookup: a copy of the state costs retains and a second lookup.
@@ -309,8 +320,10 @@ package struct OriginScheduler<Element> {
         var now: UInt64
     }
 
-    private static func finish(_ state: inout State, _ fetch: Fetch, outcome: FetchOutcome, settings: Settings,
-                               jitter: () -> Double) -> [Event] {
+    private static func finish(
+        _ state: inout State, _ fetch: Fetch, outcome: FetchOutcome, settings: Settings,
+        jitter: () -> Double
+    ) -> [Event] {
         let (startedAt, now) = (fetch.startedAt, fetch.now)
         let inFlight = state.inFlight
         state.inFlight -= 1
@@ -319,29 +332,35 @@ package struct OriginScheduler<Element> {
         var cut: OriginLimiter.Cut?
         switch outcome {
         case .response(let status, let latency, let duration, let retryAfter):
-            state.durationNanoseconds = state.durationNanoseconds.map { $0 + (Double(duration) - $0) * 0.2 }
+            state.durationNanoseconds =
+                state.durationNanoseconds.map { $0 + (Double(duration) - $0) * 0.2 }
                 ?? Double(duration)
             if status == 429 || status == 503 {
                 state.overloadResponses += 1
-                cut = state.limiter.overloaded(status == 429 ? .tooManyRequests : .serviceUnavailable,
-                                               inFlightAtStart: fetch.inFlightAtStart, startedAt: startedAt, now: now)
+                cut = state.limiter.overloaded(
+                    status == 429 ? .tooManyRequests : .serviceUnavailable,
+                    inFlightAtStart: fetch.inFlightAtStart, startedAt: startedAt, now: now)
                 if let retryAfter {
                     let pause = min(UInt64(max(retryAfter, 0) * 1e9), settings.maxPauseNanoseconds)
                     if pause > 0, extendPause(&state, until: now + pause) {
                         events.append(.paused(fetch.origin, seconds: Double(pause) / 1e9))
                     }
-                } else if let pause = backoff(&state, startedAt: startedAt, now: now, settings: settings,
-                                              jitter: jitter) {
+                } else if let pause = backoff(
+                    &state, startedAt: startedAt, now: now, settings: settings,
+                    jitter: jitter)
+                {
                     events.append(.backedOff(fetch.origin, seconds: Double(pause) / 1e9))
                 }
             } else {
                 if startedAt >= (state.backoffSince ?? 0) { state.backoffLevel = 0 }
-                cut = state.limiter.succeeded(latencyNanoseconds: latency, startedAt: startedAt, inFlight: inFlight,
-                                              now: now)
+                cut = state.limiter.succeeded(
+                    latencyNanoseconds: latency, startedAt: startedAt, inFlight: inFlight,
+                    now: now)
             }
         case .connectFailure:
-            cut = state.limiter.overloaded(.connectFailure, inFlightAtStart: fetch.inFlightAtStart,
-                                           startedAt: startedAt, now: now)
+            cut = state.limiter.overloaded(
+                .connectFailure, inFlightAtStart: fetch.inFlightAtStart,
+                startedAt: startedAt, now: now)
         case .other:
             break
         }
@@ -379,8 +398,9 @@ extension OriginScheduler.Entry: Sendable where Element: Sendable {}
 package enum OriginFetchOutcome: Sendable, Equatable {
     /// A response came. `latencyNanoseconds` is the time to first byte after the connection was
     /// set up; `retryAfterSeconds` the parsed `Retry-After` of a 429 or 503.
-    case response(status: Int, latencyNanoseconds: UInt64?, durationNanoseconds: UInt64,
-                  retryAfterSeconds: Double?)
+    case response(
+        status: Int, latencyNanoseconds: UInt64?, durationNanoseconds: UInt64,
+        retryAfterSeconds: Double?)
     /// A connect timeout, or a refused or reset connection.
     case connectFailure(durationNanoseconds: UInt64)
     /// Anything that says nothing about the origin's load (DNS, TLS, a veto, an abort).

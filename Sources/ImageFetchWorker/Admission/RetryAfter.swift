@@ -16,7 +16,9 @@ package enum RetryAfter {
         guard let value else { return nil }
         let bytes = Array(value.utf8)
         guard !bytes.isEmpty, bytes.count <= 64 else { return nil }
-        let trimmed = bytes.drop(while: { $0 == 0x20 || $0 == 0x09 }).reversed().drop(while: { $0 == 0x20 || $0 == 0x09 }).reversed()
+        let trimmed = bytes.drop(while: { $0 == 0x20 || $0 == 0x09 }).reversed().drop(while: {
+            $0 == 0x20 || $0 == 0x09
+        }).reversed()
         guard !trimmed.isEmpty else { return nil }
         if trimmed.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             // An enormous number is still a number: cap it rather than refuse it.

@@ -32,9 +32,10 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
             func rate(_ key: String) -> Double? {
                 ((messageStats?[key] as? [String: Any])?["rate"] as? NSNumber)?.doubleValue
             }
-            return QueueStats(ready: int("messages_ready"), unacked: int("messages_unacknowledged"),
-                              consumers: int("consumers"), publishRate: rate("publish_details"),
-                              deliverRate: rate("deliver_get_details"), ackRate: rate("ack_details"))
+            return QueueStats(
+                ready: int("messages_ready"), unacked: int("messages_unacknowledged"),
+                consumers: int("consumers"), publishRate: rate("publish_details"),
+                deliverRate: rate("deliver_get_details"), ackRate: rate("ack_details"))
         }
     }
 
@@ -62,8 +63,8 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
     ///   - fetch: the timeouts and limits of the requests.
     package init(url: String, fallback: AMQPURL, fetch: WorkerConfiguration.Fetch = .init()) throws(Failure) {
         guard var components = URLComponents(string: url.trimmingCharacters(in: .whitespaces)),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.host, !host.isEmpty
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty
         else {
             throw Failure(description: "--management-url must be an http or https URL, like http://rabbitmq:15672")
         }
@@ -119,7 +120,9 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
         case let status?:
             throw Failure(description: "the management API at \(baseURL) answered HTTP \(status) for \(url)")
         case nil:
-            throw Failure(description: "cannot reach the management API at \(baseURL): \(response.error?.message ?? "no response")")
+            throw Failure(
+                description:
+                    "cannot reach the management API at \(baseURL): \(response.error?.message ?? "no response")")
         }
     }
 
@@ -134,8 +137,8 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
-                 UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
+                UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 out += String(format: "%%%02X", byte)

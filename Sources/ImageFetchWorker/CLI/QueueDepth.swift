@@ -22,8 +22,10 @@ package enum QueueDepth {
         package var ackRate: Double?
 
         /// Creates a row.
-        package init(queue: String, ready: Int?, consumers: Int?, unacked: Int? = nil, publishRate: Double? = nil,
-                     deliverRate: Double? = nil, ackRate: Double? = nil) {
+        package init(
+            queue: String, ready: Int?, consumers: Int?, unacked: Int? = nil, publishRate: Double? = nil,
+            deliverRate: Double? = nil, ackRate: Double? = nil
+        ) {
             self.queue = queue
             self.ready = ready
             self.consumers = consumers
@@ -71,7 +73,9 @@ package enum QueueDepth {
         let amqp = configuration.amqp
         try connection.open(
             url: amqp.urls[0],
-            tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify),
+            tls: .init(
+                caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify
+            ),
             heartbeat: 0, connectionName: "image-fetch-worker depth")
         defer { connection.close() }
         var rows: [Row] = []
@@ -83,7 +87,7 @@ package enum QueueDepth {
                 let depth = try connection.declareQueue(channel: channel, name: name, passive: true)
                 rows.append(Row(queue: name, ready: depth.messages, consumers: depth.consumers))
                 connection.closeChannel(channel)
-            } catch where error.replyCode == 404 {
+            } catch  where error.replyCode == 404 {
                 rows.append(Row(queue: name, ready: nil, consumers: nil))
             }
             channel += 1
@@ -93,8 +97,10 @@ package enum QueueDepth {
 
     /// Adds unacked messages and rates from the management API to `rows`, in the vhost of the
     /// first `amqp.url`.
-    package static func addManagementStats(_ rows: [Row], api: ManagementAPI,
-                                           configuration: WorkerConfiguration) throws(ManagementAPI.Failure) -> [Row] {
+    package static func addManagementStats(
+        _ rows: [Row], api: ManagementAPI,
+        configuration: WorkerConfiguration
+    ) throws(ManagementAPI.Failure) -> [Row] {
         let vhost = configuration.amqp.urls[0].vhost
         var out = rows
         for index in out.indices {
@@ -140,7 +146,9 @@ package enum QueueDepth {
         var lines = [header]
         for row in rows {
             var line = [row.queue, text(row.ready), text(row.consumers)]
-            if management { line += [text(row.unacked), text(row.publishRate), text(row.deliverRate), text(row.ackRate)] }
+            if management {
+                line += [text(row.unacked), text(row.publishRate), text(row.deliverRate), text(row.ackRate)]
+            }
             lines.append(line)
         }
         let widths = header.indices.map { column in lines.map { $0[column].count }.max() ?? 0 }

@@ -16,8 +16,10 @@ package struct AMQPURL: Sendable, Equatable, CustomStringConvertible {
     package var vhost: String
 
     /// Creates a broker address; `port` defaults to 5671 with TLS and 5672 without.
-    package init(tls: Bool = false, host: String, port: Int? = nil, user: String = "guest",
-                 password: String = "guest", vhost: String = "/") {
+    package init(
+        tls: Bool = false, host: String, port: Int? = nil, user: String = "guest",
+        password: String = "guest", vhost: String = "/"
+    ) {
         self.tls = tls
         self.host = host
         self.port = port ?? (tls ? 5671 : 5672)
@@ -218,7 +220,8 @@ extension AMQPURL {
             urls.append(try AMQPURL(parsing: trimmed))
         }
         guard !urls.isEmpty else {
-            throw ConfigurationError(key: configurationKey, problem: "is empty, it needs at least one amqp:// or amqps:// URL")
+            throw ConfigurationError(
+                key: configurationKey, problem: "is empty, it needs at least one amqp:// or amqps:// URL")
         }
         return urls
     }

@@ -12,7 +12,9 @@ package enum ConfigurationHelp {
         for key in ConfigurationKey.all {
             lines.append("  \(key.flag) <\(key.kind.placeholder)>, \(key.variable)")
             lines.append("      \(key.help)")
-            lines.append("      Default: \(key.defaultText)." + (key.isSecret ? " Secret: or a file in \(key.variable)_FILE." : ""))
+            lines.append(
+                "      Default: \(key.defaultText)."
+                    + (key.isSecret ? " Secret: or a file in \(key.variable)_FILE." : ""))
         }
         return lines.joined(separator: "\n")
     }
@@ -78,7 +80,8 @@ extension ConfigurationLoader {
                 continue
             }
             configuration.append(argument)
-            guard !argument.utf8.contains(UInt8(ascii: "=")), let kind = kinds[argument], index < arguments.endIndex else {
+            guard !argument.utf8.contains(UInt8(ascii: "=")), let kind = kinds[argument], index < arguments.endIndex
+            else {
                 continue
             }
             let next = arguments[index]

@@ -122,21 +122,27 @@ extension ConfigurationKey {
         _ name: String, _ field: Field<Int>, in range: ClosedRange<Int>, default text: String? = nil,
         derive: (@Sendable (inout WorkerConfiguration) -> Void)? = nil, help: String
     ) -> Self {
-        Self(name, .int, default: text, help: help, apply: { content, config throws(Invalid) in
-            config[keyPath: field] = try Parse.int(content, in: range)
-        }, show: { String($0[keyPath: field]) }, derive: derive)
+        Self(
+            name, .int, default: text, help: help,
+            apply: { content, config throws(Invalid) in
+                config[keyPath: field] = try Parse.int(content, in: range)
+            }, show: { String($0[keyPath: field]) }, derive: derive)
     }
 
     static func seconds(_ name: String, _ field: Field<Double>, allowZero: Bool, help: String) -> Self {
-        Self(name, .seconds, help: help, apply: { content, config throws(Invalid) in
-            config[keyPath: field] = try Parse.seconds(content, allowZero: allowZero)
-        }, show: { Parse.showSeconds($0[keyPath: field]) })
+        Self(
+            name, .seconds, help: help,
+            apply: { content, config throws(Invalid) in
+                config[keyPath: field] = try Parse.seconds(content, allowZero: allowZero)
+            }, show: { Parse.showSeconds($0[keyPath: field]) })
     }
 
     static func bool(_ name: String, _ field: Field<Bool>, help: String) -> Self {
-        Self(name, .bool, help: help, apply: { content, config throws(Invalid) in
-            config[keyPath: field] = try Parse.bool(content)
-        }, show: { String($0[keyPath: field]) })
+        Self(
+            name, .bool, help: help,
+            apply: { content, config throws(Invalid) in
+                config[keyPath: field] = try Parse.bool(content)
+            }, show: { String($0[keyPath: field]) })
     }
 
     /// A value checked by `check`, which returns the value to store or throws why not.
@@ -144,9 +150,11 @@ extension ConfigurationKey {
         _ name: String, _ field: Field<String>, help: String,
         check: @escaping @Sendable (String) throws(Invalid) -> String
     ) -> Self {
-        Self(name, .string, help: help, apply: { content, config throws(Invalid) in
-            config[keyPath: field] = try check(try Parse.scalar(content))
-        }, show: { $0[keyPath: field].isEmpty ? nil : $0[keyPath: field] })
+        Self(
+            name, .string, help: help,
+            apply: { content, config throws(Invalid) in
+                config[keyPath: field] = try check(try Parse.scalar(content))
+            }, show: { $0[keyPath: field].isEmpty ? nil : $0[keyPath: field] })
     }
 
     /// A value that may be left unset; empty is the same as unset.
@@ -154,25 +162,30 @@ extension ConfigurationKey {
         _ name: String, _ field: Field<String?>, secret: Bool = false, help: String,
         check: @escaping @Sendable (String) throws(Invalid) -> String = { $0 }
     ) -> Self {
-        Self(name, .string, secret: secret, help: help, apply: { content, config throws(Invalid) in
-            let text = ConfigText.trimmed(try Parse.scalar(content))
-            config[keyPath: field] = text.isEmpty ? nil : try check(text)
-        }, show: { config in
-            guard let value = config[keyPath: field] else { return nil }
-            return secret ? "<redacted>" : value
-        })
+        Self(
+            name, .string, secret: secret, help: help,
+            apply: { content, config throws(Invalid) in
+                let text = ConfigText.trimmed(try Parse.scalar(content))
+                config[keyPath: field] = text.isEmpty ? nil : try check(text)
+            },
+            show: { config in
+                guard let value = config[keyPath: field] else { return nil }
+                return secret ? "<redacted>" : value
+            })
     }
 
     static func choice<Choice: RawRepresentable & CaseIterable & Sendable>(
         _ name: String, _ field: Field<Choice>, help: String
     ) -> Self where Choice.RawValue == String {
-        Self(name, .string, help: help, apply: { content, config throws(Invalid) in
-            let text = ConfigText.trimmed(try Parse.scalar(content)).lowercased()
-            guard let choice = Choice(rawValue: text) else {
-                throw Invalid("must be " + Parse.alternatives(Choice.allCases.map(\.rawValue)))
-            }
-            config[keyPath: field] = choice
-        }, show: { $0[keyPath: field].rawValue })
+        Self(
+            name, .string, help: help,
+            apply: { content, config throws(Invalid) in
+                let text = ConfigText.trimmed(try Parse.scalar(content)).lowercased()
+                guard let choice = Choice(rawValue: text) else {
+                    throw Invalid("must be " + Parse.alternatives(Choice.allCases.map(\.rawValue)))
+                }
+                config[keyPath: field] = choice
+            }, show: { $0[keyPath: field].rawValue })
     }
 
     /// A value parsed whole by `parse` (whose problem completes "KEY …"); an array's items are
@@ -182,17 +195,19 @@ extension ConfigurationKey {
         show: @escaping @Sendable (Value) -> String?,
         parse: @escaping @Sendable (String) -> Result<Value, ConfigProblem>
     ) -> Self {
-        Self(name, separator == "\n" ? .lines : .list, secret: secret, help: help, apply: { content, config throws(Invalid) in
-            let text: String
-            switch content {
-            case .stringArray(let values): text = values.joined(separator: separator)
-            default: text = try Parse.scalar(content)
-            }
-            switch parse(text) {
-            case .success(let value): config[keyPath: field] = value
-            case .failure(let problem): throw Invalid(problem.text, showsValue: false)
-            }
-        }, show: { show($0[keyPath: field]) })
+        Self(
+            name, separator == "\n" ? .lines : .list, secret: secret, help: help,
+            apply: { content, config throws(Invalid) in
+                let text: String
+                switch content {
+                case .stringArray(let values): text = values.joined(separator: separator)
+                default: text = try Parse.scalar(content)
+                }
+                switch parse(text) {
+                case .success(let value): config[keyPath: field] = value
+                case .failure(let problem): throw Invalid(problem.text, showsValue: false)
+                }
+            }, show: { show($0[keyPath: field]) })
     }
 
     /// A comma-separated list (or a JSON or YAML array), each item checked by `item`.
@@ -201,9 +216,11 @@ extension ConfigurationKey {
         show: @escaping @Sendable ([Item]) -> String,
         parse: @escaping @Sendable ([String]) throws(Invalid) -> [Item]
     ) -> Self {
-        Self(name, .list, secret: secret, help: help, apply: { content, config throws(Invalid) in
-            config[keyPath: field] = try parse(try Parse.items(content))
-        }, show: { $0[keyPath: field].isEmpty ? nil : show($0[keyPath: field]) })
+        Self(
+            name, .list, secret: secret, help: help,
+            apply: { content, config throws(Invalid) in
+                config[keyPath: field] = try parse(try Parse.items(content))
+            }, show: { $0[keyPath: field].isEmpty ? nil : show($0[keyPath: field]) })
     }
 }
 
@@ -241,7 +258,9 @@ enum Parse {
     static func int(_ content: ConfigContent, in range: ClosedRange<Int>) throws(Invalid) -> Int {
         let expectation: String
         if range.upperBound == .max {
-            expectation = range.lowerBound == 0 ? "must be an integer, 0 or more" : "must be an integer greater than \(range.lowerBound - 1)"
+            expectation =
+                range.lowerBound == 0
+                ? "must be an integer, 0 or more" : "must be an integer greater than \(range.lowerBound - 1)"
         } else {
             expectation = "must be an integer between \(range.lowerBound) and \(range.upperBound)"
         }
@@ -265,7 +284,8 @@ enum Parse {
         case .string(let text): value = ConfigText.seconds(text)
         default: value = nil
         }
-        guard let seconds = value, seconds.isFinite, seconds <= 86_400 * 7, allowZero ? seconds >= 0 : seconds > 0 else {
+        guard let seconds = value, seconds.isFinite, seconds <= 86_400 * 7, allowZero ? seconds >= 0 : seconds > 0
+        else {
             throw Invalid(expectation)
         }
         return seconds

@@ -55,7 +55,8 @@ package enum ConfigurationLoader {
             cli,
             VariableFileProvider(
                 providerName: "secret file", environment: environment,
-                variables: Dictionary(uniqueKeysWithValues: secretKeys.map { ($0, ConfigurationKey.variable(forKey: $0)) }),
+                variables: Dictionary(
+                    uniqueKeysWithValues: secretKeys.map { ($0, ConfigurationKey.variable(forKey: $0)) }),
                 plain: false),
             EnvironmentVariablesProvider(
                 environmentVariables: environment,
@@ -64,10 +65,12 @@ package enum ConfigurationLoader {
         if let file { providers.append(file) }
         providers.append(
             VariableFileProvider(
-                providerName: "AWS variable", environment: environment, variables: ConfigurationKey.awsFallbacks, plain: true))
+                providerName: "AWS variable", environment: environment, variables: ConfigurationKey.awsFallbacks,
+                plain: true))
         let last = LastAccess()
-        let lookup = Lookup(reader: ConfigReader(providers: providers, accessReporter: last), last: last,
-                            cliName: cli.providerName, filePath: file?.path)
+        let lookup = Lookup(
+            reader: ConfigReader(providers: providers, accessReporter: last), last: last,
+            cliName: cli.providerName, filePath: file?.path)
 
         var resolved = ResolvedConfiguration()
         var derived: [ConfigurationKey] = []
@@ -95,7 +98,8 @@ package enum ConfigurationLoader {
         // source (web identity, the container credentials endpoint).
         let s3 = resolved.configuration.s3
         if s3.accessKeyID == nil, s3.secretAccessKey == nil,
-           let temporary = AWSCredentialSource.fromEnvironment(environment, region: s3.region) {
+            let temporary = AWSCredentialSource.fromEnvironment(environment, region: s3.region)
+        {
             switch temporary {
             case .success(let source): resolved.configuration.s3.temporaryCredentials = source
             case .failure(let error): throw error
@@ -126,13 +130,18 @@ package enum ConfigurationLoader {
             ConfigurationError(key: key, problem: problem, source: resolved.sources[other ?? key]?.text)
         }
         if config.amqp.tls.certFile != nil && config.amqp.tls.keyFile == nil {
-            throw fail("amqp.tls.key_file", "must be set when amqp.tls.cert_file is set", sourceOf: "amqp.tls.cert_file")
+            throw fail(
+                "amqp.tls.key_file", "must be set when amqp.tls.cert_file is set", sourceOf: "amqp.tls.cert_file")
         }
         if config.amqp.tls.keyFile != nil && config.amqp.tls.certFile == nil {
             throw fail("amqp.tls.cert_file", "must be set when amqp.tls.key_file is set", sourceOf: "amqp.tls.key_file")
         }
-        let names = ["queue.jobs": config.queue.jobs, "queue.results": config.queue.results, "queue.dead": config.queue.dead]
-        for (key, other) in [("queue.results", "queue.jobs"), ("queue.dead", "queue.jobs"), ("queue.dead", "queue.results")]
+        let names = [
+            "queue.jobs": config.queue.jobs, "queue.results": config.queue.results, "queue.dead": config.queue.dead,
+        ]
+        for (key, other) in [
+            ("queue.results", "queue.jobs"), ("queue.dead", "queue.jobs"), ("queue.dead", "queue.results"),
+        ]
         where names[key] == names[other] {
             throw fail(key, "must differ from \(other), both are \(ConfigText.quoted(names[key] ?? ""))")
         }
@@ -153,7 +162,8 @@ package enum ConfigurationLoader {
                 "s3.bucket",
                 s3.pathStyle
                     ? "must be 1 to 255 letters, digits, '.', '-' or '_', got \(ConfigText.quoted(s3.bucket))"
-                    : "must be a DNS-compatible bucket name (3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter or digit), got \(ConfigText.quoted(s3.bucket)); set s3.path_style=true for other names")
+                    : "must be a DNS-compatible bucket name (3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter or digit), got \(ConfigText.quoted(s3.bucket)); set s3.path_style=true for other names"
+            )
         }
         guard config.storage.kind == .s3 else { return }
         if s3.bucket.isEmpty {
@@ -163,12 +173,14 @@ package enum ConfigurationLoader {
         if s3.accessKeyID == nil {
             throw fail(
                 "s3.access_key_id",
-                "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID), unless AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE or AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI name temporary credentials")
+                "must be set when storage.kind is s3 (S3_ACCESS_KEY_ID or AWS_ACCESS_KEY_ID), unless AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE or AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI name temporary credentials"
+            )
         }
         if s3.secretAccessKey == nil {
             throw fail(
                 "s3.secret_access_key",
-                "must be set when storage.kind is s3 (S3_SECRET_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, or either with _FILE)")
+                "must be set when storage.kind is s3 (S3_SECRET_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, or either with _FILE)"
+            )
         }
     }
 
@@ -190,7 +202,8 @@ package enum ConfigurationLoader {
                 if !sawFlag {
                     throw ConfigurationError(
                         key: "arguments",
-                        problem: "unexpected argument at position \(index + 1), options look like --worker-concurrency 8")
+                        problem:
+                            "unexpected argument at position \(index + 1), options look like --worker-concurrency 8")
                 }
                 canonical.append(argument)
                 continue
@@ -200,7 +213,9 @@ package enum ConfigurationLoader {
             guard let spelling = spellings[String(parts[0])] else {
                 throw ConfigurationError(
                     key: "arguments",
-                    problem: "unknown flag \(ConfigText.quoted(String(parts[0]))), configuration flags look like --worker-concurrency 8")
+                    problem:
+                        "unknown flag \(ConfigText.quoted(String(parts[0]))), configuration flags look like --worker-concurrency 8"
+                )
             }
             canonical.append(parts.count == 2 ? spelling + "=" + parts[1] : spelling)
         }
@@ -208,8 +223,12 @@ package enum ConfigurationLoader {
     }
 
     /// Reads and parses the file named by `--config`, if any.
-    private static func loadConfigFile(cli: CommandLineArgumentsProvider) throws(ConfigurationError) -> ConfigFileProvider? {
-        guard case .stringArray(let values)? = (try? cli.value(forKey: AbsoluteConfigKey(["config"]), type: .stringArray))?.value?.content
+    private static func loadConfigFile(
+        cli: CommandLineArgumentsProvider
+    ) throws(ConfigurationError) -> ConfigFileProvider? {
+        guard
+            case .stringArray(let values)? =
+                (try? cli.value(forKey: AbsoluteConfigKey(["config"]), type: .stringArray))?.value?.content
         else { return nil }
         let path = values.joined(separator: ",")
         guard !path.isEmpty else {
@@ -220,7 +239,8 @@ package enum ConfigurationLoader {
         case "json": isJSON = true
         case "yaml", "yml": isJSON = false
         default:
-            throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) must end in .json, .yaml or .yml")
+            throw ConfigurationError(
+                key: "config", problem: "\(ConfigText.quoted(path)) must end in .json, .yaml or .yml")
         }
         let data: Data
         do {
@@ -245,7 +265,8 @@ package enum ConfigurationLoader {
             if firstLine.hasSuffix(":") { firstLine.removeLast() }
             throw ConfigurationError(
                 key: "config",
-                problem: "\(ConfigText.quoted(path)) is not valid \(isJSON ? "JSON" : "YAML"): \(firstLine.prefix(200))")
+                problem: "\(ConfigText.quoted(path)) is not valid \(isJSON ? "JSON" : "YAML"): \(firstLine.prefix(200))"
+            )
         }
     }
 }
@@ -309,7 +330,8 @@ private struct Lookup {
                 switch result.result {
                 case .success(let lookup):
                     guard let value = lookup.value else { continue }
-                    return try found(value.content, provider: result.providerName, encodedKey: lookup.encodedKey, key: key)
+                    return try found(
+                        value.content, provider: result.providerName, encodedKey: lookup.encodedKey, key: key)
                 case .failure(let error as ConfigurationError):
                     throw error
                 case .failure:
@@ -336,12 +358,18 @@ private struct Lookup {
             }
             return Found(content: .string(values.joined(separator: ",")), source: source)
         case "config file":
-            return Found(content: content, source: ConfigurationSource(layer: .file, text: "config file \(filePath ?? "")", detail: filePath ?? ""))
+            return Found(
+                content: content,
+                source: ConfigurationSource(layer: .file, text: "config file \(filePath ?? "")", detail: filePath ?? "")
+            )
         case "secret file":
-            return Found(content: content, source: ConfigurationSource(layer: .env, text: encodedKey, detail: encodedKey))
+            return Found(
+                content: content, source: ConfigurationSource(layer: .env, text: encodedKey, detail: encodedKey))
         default:
-            return Found(content: content, source: ConfigurationSource(
-                layer: .env, text: "environment variable \(encodedKey)", detail: encodedKey))
+            return Found(
+                content: content,
+                source: ConfigurationSource(
+                    layer: .env, text: "environment variable \(encodedKey)", detail: encodedKey))
         }
     }
 

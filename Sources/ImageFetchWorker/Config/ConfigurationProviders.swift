@@ -13,7 +13,9 @@ extension FixedConfigProvider {
 
     nonisolated(nonsending) func watchValue<Return: ~Copyable>(
         forKey key: AbsoluteConfigKey, type: ConfigType,
-        updatesHandler: nonisolated(nonsending) (ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws -> Return
+        updatesHandler:
+            nonisolated(nonsending) (ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws ->
+            Return
     ) async throws -> Return {
         try await watchValueFromValue(forKey: key, type: type, updatesHandler: updatesHandler)
     }
@@ -21,7 +23,8 @@ extension FixedConfigProvider {
     func snapshot() -> any ConfigSnapshot { self }
 
     nonisolated(nonsending) func watchSnapshot<Return: ~Copyable>(
-        updatesHandler: nonisolated(nonsending) (ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws -> Return
+        updatesHandler:
+            nonisolated(nonsending) (ConfigUpdatesAsyncSequence<any ConfigSnapshot, Never>) async throws -> Return
     ) async throws -> Return {
         try await watchSnapshotFromSnapshot(updatesHandler: updatesHandler)
     }
@@ -85,10 +88,12 @@ struct VariableFileProvider: FixedConfigProvider {
     static func readSecret(path: String, key: String, variable: String) throws(ConfigurationError) -> String {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
-            throw ConfigurationError(key: key, problem: "the file \(ConfigText.quoted(path)) named by \(variable) \(reason)")
+            throw ConfigurationError(
+                key: key, problem: "the file \(ConfigText.quoted(path)) named by \(variable) \(reason)")
         }
         guard var text = String(validating: data, as: UTF8.self) else {
-            throw ConfigurationError(key: key, problem: "the file \(ConfigText.quoted(path)) named by \(variable) is not UTF-8 text")
+            throw ConfigurationError(
+                key: key, problem: "the file \(ConfigText.quoted(path)) named by \(variable) is not UTF-8 text")
         }
         while let last = text.last, last.isNewline {
             text.removeLast()

@@ -17,14 +17,17 @@ enum FetchControlsSyntax {
             let name = ConfigText.trimmed(String(entry[..<colon]))
             let value = ConfigText.trimmed(String(entry[entry.index(after: colon)...]))
             guard RequestHeaders.isValidName(name) else {
-                return .failure(ConfigProblem("must be lines of \"Name: value\", but a name is not a valid HTTP header name"))
+                return .failure(
+                    ConfigProblem("must be lines of \"Name: value\", but a name is not a valid HTTP header name"))
             }
             guard !RequestHeaders.reservedNames.contains(name.lowercased()) else {
                 return .failure(ConfigProblem("must not set \(name), which libcurl manages itself"))
             }
             guard seen.insert(name.lowercased()).inserted else { return .failure(ConfigProblem("names \(name) twice")) }
             guard !value.isEmpty else { return .failure(ConfigProblem("gives \(name) no value")) }
-            if let problem = RequestHeaders.valueProblem(value) { return .failure(ConfigProblem("has a value for \(name) that \(problem)")) }
+            if let problem = RequestHeaders.valueProblem(value) {
+                return .failure(ConfigProblem("has a value for \(name) that \(problem)"))
+            }
             fields.append(HTTPHeaderField(name: name, value: value))
         }
         return .success(fields)
@@ -37,7 +40,9 @@ enum FetchControlsSyntax {
             let name = ConfigText.trimmed(String(entry))
             if name.isEmpty { continue }
             guard RequestHeaders.isValidName(name) else {
-                return .failure(ConfigProblem("must be a comma-separated list of HTTP header names, got \(ConfigText.quoted(name))"))
+                return .failure(
+                    ConfigProblem("must be a comma-separated list of HTTP header names, got \(ConfigText.quoted(name))")
+                )
             }
             guard !RequestHeaders.reservedNames.contains(name.lowercased()) else {
                 return .failure(ConfigProblem("must not name \(name), which libcurl manages itself"))
@@ -57,7 +62,10 @@ enum FetchControlsSyntax {
             switch HostPolicy.normalizedEntry(item) {
             case .success(let normalized): entries.append(normalized)
             case .failure(let problem):
-                return .failure(ConfigProblem("must be a comma-separated list of host names, *.name patterns and IP addresses, but \(ConfigText.quoted(item)): \(problem.message)"))
+                return .failure(
+                    ConfigProblem(
+                        "must be a comma-separated list of host names, *.name patterns and IP addresses, but \(ConfigText.quoted(item)): \(problem.message)"
+                    ))
             }
         }
         return .success(entries)
@@ -71,9 +79,11 @@ enum FetchControlsSyntax {
             let item = ConfigText.trimmed(String(entry))
             if item.isEmpty { continue }
             let problem = ConfigProblem(
-                "must be a comma-separated list of host:port:address, like images.test:443:127.0.0.1, got \(ConfigText.quoted(item))")
+                "must be a comma-separated list of host:port:address, like images.test:443:127.0.0.1, got \(ConfigText.quoted(item))"
+            )
             let parts = item.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 3, NetworkSyntax.isHostName(parts[0]), let port = Int(parts[1]), (1...65535).contains(port)
+            guard parts.count == 3, NetworkSyntax.isHostName(parts[0]), let port = Int(parts[1]),
+                (1...65535).contains(port)
             else { return .failure(problem) }
             var address = parts[2]
             if address.hasPrefix("["), address.hasSuffix("]") { address = String(address.dropFirst().dropLast()) }

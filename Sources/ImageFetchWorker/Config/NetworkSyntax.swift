@@ -61,7 +61,8 @@ enum NetworkSyntax {
         } else if isIPv6Address(address) {
             maxPrefix = 128
         } else {
-            return .failure(CIDRProblem(message: "\(String(reflecting: text)) is not an IPv4 or IPv6 address or CIDR block"))
+            return .failure(
+                CIDRProblem(message: "\(String(reflecting: text)) is not an IPv4 or IPv6 address or CIDR block"))
         }
         guard parts.count == 2 else {
             return .success("\(address)/\(maxPrefix)")
@@ -70,7 +71,9 @@ enum NetworkSyntax {
         guard !prefixText.isEmpty, prefixText.count <= 3, prefixText.allSatisfy(ConfigText.isDigit),
             let prefix = Int(prefixText), prefix <= maxPrefix
         else {
-            return .failure(CIDRProblem(message: "\(String(reflecting: text)) has a bad prefix length, it must be 0 to \(maxPrefix)"))
+            return .failure(
+                CIDRProblem(
+                    message: "\(String(reflecting: text)) has a bad prefix length, it must be 0 to \(maxPrefix)"))
         }
         return .success("\(address)/\(prefix)")
     }

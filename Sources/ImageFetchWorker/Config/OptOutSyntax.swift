@@ -7,8 +7,10 @@ enum OptOutSyntax {
             let name = ConfigText.trimmed(String(entry)).lowercased()
             if name.isEmpty { continue }
             guard isToken(name, digits: true) else {
-                return .failure(ConfigProblem("must be a comma-separated list of X-Robots-Tag directives "
-                    + "like noai,noimageai, got \(ConfigText.quoted(name))"))
+                return .failure(
+                    ConfigProblem(
+                        "must be a comma-separated list of X-Robots-Tag directives "
+                            + "like noai,noimageai, got \(ConfigText.quoted(name))"))
             }
             names.insert(name)
         }
@@ -25,10 +27,11 @@ enum OptOutSyntax {
     }
 
     private static func isToken(_ text: String, digits: Bool) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            let lower = byte | 0x20
-            return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")) || byte == UInt8(ascii: "_")
-                || byte == UInt8(ascii: "-") || (digits && byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-        }
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                let lower = byte | 0x20
+                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")) || byte == UInt8(ascii: "_")
+                    || byte == UInt8(ascii: "-") || (digits && byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            }
     }
 }

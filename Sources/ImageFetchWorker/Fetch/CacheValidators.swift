@@ -30,7 +30,7 @@ package enum CacheValidators {
     package static func lastModifiedProblem<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String? {
         guard bytes.count <= maxLastModifiedBytes else { return "is longer than \(maxLastModifiedBytes) bytes" }
         guard bytes.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }),
-              RetryAfter.httpDate(String(decoding: bytes, as: UTF8.self)) != nil
+            RetryAfter.httpDate(String(decoding: bytes, as: UTF8.self)) != nil
         else { return "is not an HTTP date" }
         return nil
     }

@@ -76,7 +76,8 @@ struct CurlTransferOptions {
                 try easy.set(CURLOPT_COPYPOSTFIELDS, "")
             } else {
                 let code = upload.withUnsafeBytes {
-                    ifw_easy_setopt_pointer(easy.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress))
+                    ifw_easy_setopt_pointer(
+                        easy.raw, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress))
                 }
                 guard code == CURLE_OK else { throw .easy(code) }
             }
@@ -85,7 +86,9 @@ struct CurlTransferOptions {
             // remove a header included, so the signature would cover headers never sent (S3
             // answers 403 SignatureDoesNotMatch). Headers libcurl adds by itself are not signed.
             if request.awsSigV4 == nil {
-                if !headers.contains(where: { Self.isHeader($0, named: "content-type") }) { headers.append("Content-Type:") }
+                if !headers.contains(where: { Self.isHeader($0, named: "content-type") }) {
+                    headers.append("Content-Type:")
+                }
                 headers.append("Expect:")
             }
         }

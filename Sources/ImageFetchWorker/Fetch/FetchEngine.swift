@@ -57,7 +57,8 @@ package final class FetchEngine: Sendable {
         runBatch: @escaping @Sendable (_ block: () -> Void) -> Void = { $0() }
     ) throws(FetchError) {
         do {
-            hostGuard = try HostGuard(policy: HostPolicy(allowed: configuration.allowedHosts, denied: configuration.deniedHosts))
+            hostGuard = try HostGuard(
+                policy: HostPolicy(allowed: configuration.allowedHosts, denied: configuration.deniedHosts))
             loop = try FetchLoop(
                 configuration: configuration, addressPolicy: addressPolicy, maxConnections: maxConnections,
                 completionQueue: completionQueue, maxWaitingBodies: maxWaitingBodies, runBatch: runBatch)
@@ -88,7 +89,8 @@ package final class FetchEngine: Sendable {
     ///
     /// After ``shutdown()`` the completion gets ``FetchError/aborted`` at once.
     @discardableResult
-    package func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket {
+    package func fetch(_ request: FetchRequest, completion: @escaping @Sendable (FetchResponse) -> Void) -> FetchTicket
+    {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let transfer = FetchTransfer(
             id: id, request: request, queue: loop.queue, maxBytes: maxBytes, addressPolicy: addressPolicy,

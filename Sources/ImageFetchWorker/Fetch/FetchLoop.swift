@@ -133,7 +133,11 @@ final class FetchLoop: @unchecked Sendable {
     /// Traps in debug builds when not on the fetch queue; compiled out of release builds.
     @inline(__always)
     func assertOnFetchQueue() {
-        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
+        assert(
+            {
+                dispatchPrecondition(condition: .onQueue(queue))
+                return true
+            }())
     }
 
     // MARK: Any thread

@@ -90,7 +90,11 @@ final class FetchTransfer: @unchecked Sendable {
     /// Traps in debug builds when not on the fetch queue; compiled out of release builds.
     @inline(__always)
     func assertOnFetchQueue() {
-        assert({ dispatchPrecondition(condition: .onQueue(queue)); return true }())
+        assert(
+            {
+                dispatchPrecondition(condition: .onQueue(queue))
+                return true
+            }())
     }
 
     /// The pointer handed to libcurl as user data.
@@ -222,7 +226,9 @@ final class FetchTransfer: @unchecked Sendable {
                 etag = CacheValidators.etag(from: value)
             }
         case UInt8(ascii: "R"), UInt8(ascii: "r"):
-            if statusFromLine == 429 || statusFromLine == 503, let value = Self.value(of: Self.retryAfterPrefix, in: line) {
+            if statusFromLine == 429 || statusFromLine == 503,
+                let value = Self.value(of: Self.retryAfterPrefix, in: line)
+            {
                 retryAfter = String(decoding: value, as: UTF8.self)
             }
         case UInt8(ascii: "L"), UInt8(ascii: "l"):
@@ -279,7 +285,8 @@ final class FetchTransfer: @unchecked Sendable {
         if let colon = location.firstIndex(of: UInt8(ascii: ":")), colon > index,
             location[index..<colon].allSatisfy({ byte in
                 let lower = byte | 0x20
-                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
                     || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
             }),
             (location[index] | 0x20) >= UInt8(ascii: "a"), (location[index] | 0x20) <= UInt8(ascii: "z")

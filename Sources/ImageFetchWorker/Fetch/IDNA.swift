@@ -79,7 +79,9 @@ package enum IDNA {
                 let script = Self.script(of: scalar)
                 guard script != .none else { continue }
                 scripts.insert(script)
-                if script == .latin || script == .other || !Self.latinLookalikes.contains(scalar) { allLookalikes = false }
+                if script == .latin || script == .other || !Self.latinLookalikes.contains(scalar) {
+                    allLookalikes = false
+                }
             }
             let mixed = scripts.subtracting([.other]).count > 1
             if mixed {
@@ -121,7 +123,8 @@ package enum IDNA {
         case 0x400...0x52F, 0x1C80...0x1C8F, 0x2DE0...0x2DFF, 0xA640...0xA69F:
             return scalar.properties.isAlphabetic ? .cyrillic : .none
         default:
-            return value >= 0x80 && scalar.properties.isAlphabetic && scalar.properties.generalCategory != .nonspacingMark
+            return value >= 0x80 && scalar.properties.isAlphabetic
+                && scalar.properties.generalCategory != .nonspacingMark
                 ? .other : .none
         }
     }

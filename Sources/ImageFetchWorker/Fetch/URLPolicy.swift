@@ -87,7 +87,9 @@ package enum URLPolicy {
         guard let colon = bytes.firstIndex(of: ascii(":")),
             colon > 0,
             isAlpha(bytes[0]),
-            bytes[1..<colon].allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("+") || $0 == ascii("-") || $0 == ascii(".") })
+            bytes[1..<colon].allSatisfy({
+                isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("+") || $0 == ascii("-") || $0 == ascii(".")
+            })
         else {
             throw .notAbsolute
         }
@@ -124,8 +126,9 @@ package enum URLPolicy {
         var url = scheme + "://" + host
         if let portText { url += ":" + portText }
         url += tail
-        return ValidatedURL(url: url, scheme: scheme, host: host, port: portText.flatMap { Int($0) },
-                            isHTTPS: scheme == "https")
+        return ValidatedURL(
+            url: url, scheme: scheme, host: host, port: portText.flatMap { Int($0) },
+            isHTTPS: scheme == "https")
     }
 
     /// Splits and checks `host[:port]`; gives the normalised host and the port as decimal text.
@@ -173,7 +176,11 @@ package enum URLPolicy {
             case .failure(let problem): throw .invalidHostName(problem)
             }
         }
-        guard bytes.allSatisfy({ isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("-") || $0 == ascii(".") || $0 == ascii("_") }) else {
+        guard
+            bytes.allSatisfy({
+                isAlpha($0) || IPAddress.isDigit($0) || $0 == ascii("-") || $0 == ascii(".") || $0 == ascii("_")
+            })
+        else {
             throw .hostCharacter
         }
         let lower = bytes.map(lowercased)

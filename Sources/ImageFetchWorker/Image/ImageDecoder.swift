@@ -145,7 +145,7 @@ final class VipsImageHandle {
         _ loader: ifw_vips_loader, _ bytes: UnsafeRawBufferPointer, pages: Int
     ) -> Result<VipsImageHandle, ImageDecoder.Failure> {
         guard let base = bytes.baseAddress,
-              let image = ifw_vips_open(loader, base, bytes.count, Int32(clamping: pages))
+            let image = ifw_vips_open(loader, base, bytes.count, Int32(clamping: pages))
         else { return .failure(.undecodable(takeError(or: "the decoder refused the header"))) }
         return .success(VipsImageHandle(image))
     }

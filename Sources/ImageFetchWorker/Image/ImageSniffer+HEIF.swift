@@ -342,7 +342,9 @@ extension ImageSniffer {
 
     /// The output size of the `grid` item `item`, from its data: in `idat` (construction method 1)
     /// or at a file offset (method 0), as `iloc` places it.
-    static func gridSize(_ v: ByteView, iloc: Box?, idat: Box?, item: UInt32) throws(SniffStop) -> (width: Int, height: Int) {
+    static func gridSize(
+        _ v: ByteView, iloc: Box?, idat: Box?, item: UInt32
+    ) throws(SniffStop) -> (width: Int, height: Int) {
         guard let iloc else { throw .invalid("grid item has no location") }
         let version = try v.u8(iloc.payload)
         guard version <= 2 else { throw .invalid("unknown iloc version") }

@@ -41,7 +41,9 @@ extension ImageSniffer {
             guard try r.u16(4) == 8, try r.u16(6) == 0 else { throw .invalid("bad BigTIFF header") }
         }
         let ifdOffset = try r.word(big ? 8 : 4)
-        guard ifdOffset >= (big ? 16 : 8), ifdOffset <= UInt64(Int.max / 2) else { throw .invalid("bad TIFF IFD offset") }
+        guard ifdOffset >= (big ? 16 : 8), ifdOffset <= UInt64(Int.max / 2) else {
+            throw .invalid("bad TIFF IFD offset")
+        }
         let ifd = Int(ifdOffset)
         let entries = big ? try r.u64(ifd) : UInt64(try r.u16(ifd))
         guard entries > 0, entries <= UInt64(maxTIFFEntries) else { throw .invalid("bad TIFF IFD entry count") }

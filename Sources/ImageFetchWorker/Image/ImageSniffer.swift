@@ -195,4 +195,3 @@ extension ImageSniffer {
         return fourCC(p[0], p[1], p[2], p[3])
     }
 }
-

@@ -26,9 +26,11 @@ public struct Job: Sendable, Equatable {
     public var lastModified: String?
     public var previousSHA256: String?
 
-    public init(id: String, url: String, key: String? = nil, replyTo: String? = nil, correlationID: String? = nil,
-                attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false, headers: [HTTPHeaderField] = [],
-                etag: String? = nil, lastModified: String? = nil, previousSHA256: String? = nil) {
+    public init(
+        id: String, url: String, key: String? = nil, replyTo: String? = nil, correlationID: String? = nil,
+        attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false, headers: [HTTPHeaderField] = [],
+        etag: String? = nil, lastModified: String? = nil, previousSHA256: String? = nil
+    ) {
         self.id = id
         self.url = url
         self.key = key
@@ -112,11 +114,13 @@ public struct Job: Sendable, Equatable {
             return .failure(JobError(.invalidJob, "the job's sha256 is not 64 hexadecimal digits"))
         }
         let attempt = JobHeaders.count(properties.headers[JobHeaders.attempt]) ?? 1
-        return .success(Job(
-            id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
-            correlationID: properties.correlationID, attempt: max(attempt, 1),
-            firstSeen: JobHeaders.firstSeen(properties.headers[JobHeaders.firstSeen]), redelivered: delivery.redelivered,
-            headers: headers, etag: etag, lastModified: lastModified, previousSHA256: previousSHA256))
+        return .success(
+            Job(
+                id: id, url: url, key: body.key, replyTo: properties.replyTo.flatMap { $0.isEmpty ? nil : $0 },
+                correlationID: properties.correlationID, attempt: max(attempt, 1),
+                firstSeen: JobHeaders.firstSeen(properties.headers[JobHeaders.firstSeen]),
+                redelivered: delivery.redelivered,
+                headers: headers, etag: etag, lastModified: lastModified, previousSHA256: previousSHA256))
     }
 
     /// The full decoder, for every body the scanner leaves alone; also the reference it is
@@ -130,12 +134,15 @@ public struct Job: Sendable, Equatable {
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
             return .failure(JobError(.invalidJob, "the body is not a JSON object"))
         } catch {
-            return .failure(JobError(
-                .invalidJob, "the body does not match the job schema (id: string, url: string, key: string, "
-                    + "headers: object of strings, etag, last_modified, sha256: strings)"))
+            return .failure(
+                JobError(
+                    .invalidJob,
+                    "the body does not match the job schema (id: string, url: string, key: string, "
+                        + "headers: object of strings, etag, last_modified, sha256: strings)"))
         }
-        return .success(JobBodyScanner.Fields(
-            id: body.id?.text, url: body.url, key: body.key, headers: body.headers, etag: body.etag,
-            lastModified: body.lastModified, sha256: body.sha256))
+        return .success(
+            JobBodyScanner.Fields(
+                id: body.id?.text, url: body.url, key: body.key, headers: body.headers, etag: body.etag,
+                lastModified: body.lastModified, sha256: body.sha256))
     }
 }

@@ -19,10 +19,12 @@ package final class HealthServer: Sendable {
         /// `/origins`: the busiest origins as JSON, at most `limit` of them.
         package var origins: @Sendable (_ limit: Int) -> [UInt8]
 
-        package init(isReady: @escaping @Sendable () -> Bool,
-                     checkHealth: @escaping @Sendable (@escaping @Sendable (Bool) -> Void) -> Void,
-                     metrics: @escaping @Sendable () -> [UInt8],
-                     origins: @escaping @Sendable (_ limit: Int) -> [UInt8] = { _ in Array("[]\n".utf8) }) {
+        package init(
+            isReady: @escaping @Sendable () -> Bool,
+            checkHealth: @escaping @Sendable (@escaping @Sendable (Bool) -> Void) -> Void,
+            metrics: @escaping @Sendable () -> [UInt8],
+            origins: @escaping @Sendable (_ limit: Int) -> [UInt8] = { _ in Array("[]\n".utf8) }
+        ) {
             self.isReady = isReady
             self.checkHealth = checkHealth
             self.metrics = metrics
@@ -102,15 +104,17 @@ private final class EndpointHandler: ChannelInboundHandler {
         case "/origins":
             // `?limit=N`, 1…1000, default 20.
             let query = head.uri.split(separator: "?", maxSplits: 1).dropFirst().first ?? ""
-            let limit = query.split(separator: "&").compactMap { pair -> Int? in
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                return parts.count == 2 && parts[0] == "limit" ? Int(parts[1]) : nil
-            }.first.map { min(max($0, 1), 1000) } ?? 20
+            let limit =
+                query.split(separator: "&").compactMap { pair -> Int? in
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    return parts.count == 2 && parts[0] == "limit" ? Int(parts[1]) : nil
+                }.first.map { min(max($0, 1), 1000) } ?? 20
             respond(context, head, .ok, "application/json", probes.origins(limit))
         case "/readyz":
             let ready = probes.isReady()
-            respond(context, head, ready ? .ok : .serviceUnavailable, "text/plain",
-                    Array((ready ? "ready\n" : "not ready\n").utf8))
+            respond(
+                context, head, ready ? .ok : .serviceUnavailable, "text/plain",
+                Array((ready ? "ready\n" : "not ready\n").utf8))
         case "/healthz":
             let loop = context.eventLoop
             let promise = loop.makePromise(of: Bool.self)
@@ -124,25 +128,30 @@ private final class EndpointHandler: ChannelInboundHandler {
             let bound = NIOLoopBound((self, context, head), eventLoop: loop)
             promise.futureResult.whenSuccess { healthy in
                 let (handler, context, head) = bound.value
-                handler.respond(context, head, healthy ? .ok : .serviceUnavailable, "text/plain",
-                                Array((healthy ? "ok\n" : "unresponsive\n").utf8))
+                handler.respond(
+                    context, head, healthy ? .ok : .serviceUnavailable, "text/plain",
+                    Array((healthy ? "ok\n" : "unresponsive\n").utf8))
             }
         default:
             respond(context, head, .notFound, "text/plain", Array("not found\n".utf8))
         }
     }
 
-    private func respond(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
-                         _ contentType: String, _ body: [UInt8]) {
+    private func respond(
+        _ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
+        _ contentType: String, _ body: [UInt8]
+    ) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: String(body.count))
         let keepAlive = request.isKeepAlive
         if !keepAlive { headers.add(name: "Connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))),
-                      promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: request.version, status: status, headers: headers))),
+            promise: nil)
         if request.method != .HEAD {
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            context.write(
+                wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
         }
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if !keepAlive {

@@ -15,8 +15,10 @@ package struct JobTrace: Sendable {
     package let span: any Span
 
     /// Starts the job's span as a consumer of `queue`, continuing the message's context.
-    package init(headers: [String: AMQPFieldValue], queue: String, messageID: String?, bodySize: Int,
-                 tracer: (any Tracer)? = JobTrace.tracer) {
+    package init(
+        headers: [String: AMQPFieldValue], queue: String, messageID: String?, bodySize: Int,
+        tracer: (any Tracer)? = JobTrace.tracer
+    ) {
         // A local, not a stored property: nothing reads it later, and a stored copy would sit in
         // every prefetched job's context.
         let incoming = TraceHeaders.extract(headers)
@@ -34,20 +36,23 @@ package struct JobTrace: Sendable {
         attributes["messaging.destination.name"] = queue
         attributes["messaging.message.body.size"] = bodySize
         if let messageID { attributes["messaging.message.id"] = messageID }
-        let span = tracer.startAnySpan("process \(queue)", context: parent, ofKind: .consumer,
-                                       at: DefaultTracerClock.now, function: #function, file: #fileID, line: #line)
+        let span = tracer.startAnySpan(
+            "process \(queue)", context: parent, ofKind: .consumer,
+            at: DefaultTracerClock.now, function: #function, file: #fileID, line: #line)
         span.attributes = attributes
         self.span = span
         // A tracer of this module records the span's context; another one (or none) leaves the
         // job with the incoming context, as without tracing.
-        context = span.context.traceContext
+        context =
+            span.context.traceContext
             ?? incoming ?? TraceContext(traceID: .random(), spanID: TraceContext.randomSpanID())
     }
 
     /// The trace of a delivery from `queue`.
     package init(delivery: Delivery, queue: String) {
-        self.init(headers: delivery.properties.headers, queue: queue, messageID: delivery.properties.messageID,
-                  bodySize: delivery.body.count)
+        self.init(
+            headers: delivery.properties.headers, queue: queue, messageID: delivery.properties.messageID,
+            bodySize: delivery.body.count)
     }
 
     /// The tracer that jobs use; nil (the default) turns span recording off. Set once at start-up
@@ -57,8 +62,9 @@ package struct JobTrace: Sendable {
     /// Starts a stage of the job (fetch, validate, store, publish) as a child of the job's span.
     package func stage(_ name: String, kind: SpanKind = .internal, attributes: SpanAttributes = [:]) -> any Span {
         guard span.isRecording, let tracer = Self.tracer else { return Tracing.NoOpTracer.NoOpSpan(context: .topLevel) }
-        let child = tracer.startAnySpan(name, context: span.context, ofKind: kind, at: DefaultTracerClock.now,
-                                        function: #function, file: #fileID, line: #line)
+        let child = tracer.startAnySpan(
+            name, context: span.context, ofKind: kind, at: DefaultTracerClock.now,
+            function: #function, file: #fileID, line: #line)
         if !attributes.isEmpty { child.attributes = attributes }
         return child
     }

@@ -10,7 +10,8 @@ package enum MetricCatalogue {
     package static let help: [String: String] = [
         // Jobs and results
         "image_fetch_jobs_received_total": "Job deliveries received from the jobs queue.",
-        "image_fetch_results_total": "Results published, by status (ok, not_modified, failed) and error code (none unless failed).",
+        "image_fetch_results_total":
+            "Results published, by status (ok, not_modified, failed) and error code (none unless failed).",
         "image_fetch_retries_total": "Jobs republished to the retry queue after a transient failure.",
         "image_fetch_dead_lettered_total": "Jobs sent to the dead-letter queue (unparseable, or retries exhausted).",
         "image_fetch_jobs_requeued_total": "Deliveries handed back to the broker unprocessed (drain, reconnect).",
@@ -64,7 +65,9 @@ package struct DocumentedMetricsFactory: CoreMetrics.MetricsFactory {
         registry.makeCounter(name: label, labels: dimensions, help: MetricCatalogue.help(for: label))
     }
 
-    package func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+    package func makeFloatingPointCounter(
+        label: String, dimensions: [(String, String)]
+    ) -> any FloatingPointCounterHandler {
         registry.makeCounter(name: label, labels: dimensions, help: MetricCatalogue.help(for: label))
     }
 
@@ -72,9 +75,10 @@ package struct DocumentedMetricsFactory: CoreMetrics.MetricsFactory {
         guard aggregate else {
             return registry.makeGauge(name: label, labels: dimensions, help: MetricCatalogue.help(for: label))
         }
-        return registry.makeValueHistogram(name: label, labels: dimensions,
-                                           buckets: valueHistogramBuckets[label] ?? defaultValueHistogramBuckets,
-                                           help: MetricCatalogue.help(for: label))
+        return registry.makeValueHistogram(
+            name: label, labels: dimensions,
+            buckets: valueHistogramBuckets[label] ?? defaultValueHistogramBuckets,
+            help: MetricCatalogue.help(for: label))
     }
 
     package func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
@@ -82,8 +86,9 @@ package struct DocumentedMetricsFactory: CoreMetrics.MetricsFactory {
     }
 
     package func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        registry.makeDurationHistogram(name: label, labels: dimensions, buckets: defaultDurationHistogramBuckets,
-                                       help: MetricCatalogue.help(for: label))
+        registry.makeDurationHistogram(
+            name: label, labels: dimensions, buckets: defaultDurationHistogramBuckets,
+            help: MetricCatalogue.help(for: label))
     }
 
     package func destroyCounter(_ handler: any CounterHandler) {

@@ -31,7 +31,8 @@ package final class OTLPExporter: Sendable {
         package init(endpoint: String) { self.endpoint = endpoint }
 
         package static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs.endpoint == rhs.endpoint && lhs.encoding == rhs.encoding && lhs.headers == rhs.headers && lhs.scheduleDelay == rhs.scheduleDelay
+            lhs.endpoint == rhs.endpoint && lhs.encoding == rhs.encoding && lhs.headers == rhs.headers
+                && lhs.scheduleDelay == rhs.scheduleDelay
                 && lhs.maxQueueSize == rhs.maxQueueSize && lhs.maxBatchSize == rhs.maxBatchSize
                 && lhs.timeout == rhs.timeout && lhs.resource.elementsEqual(rhs.resource, by: ==)
         }
@@ -104,7 +105,9 @@ package final class OTLPExporter: Sendable {
                 if !batch.isEmpty { pending.exporting += 1 }
                 return (batch, pending.dropped)
             }
-            if dropped > 0 { logger.warning("trace export queue full; spans dropped", metadata: ["count": "\(dropped)"]) }
+            if dropped > 0 {
+                logger.warning("trace export queue full; spans dropped", metadata: ["count": "\(dropped)"])
+            }
             guard !batch.isEmpty else { return }
             var request = FetchRequest(url: configuration.endpoint)
             request.method = .post
@@ -115,10 +118,12 @@ package final class OTLPExporter: Sendable {
             engine.fetch(request) { [logger, weak self] response in
                 self?.pending.withLock { $0.exporting -= 1 }
                 guard let status = response.httpStatus, (200..<300).contains(status) else {
-                    logger.warning("trace export failed; spans dropped", metadata: [
-                        "count": "\(batch.count)",
-                        "error": "\(response.error.map { "\($0.code)" } ?? "HTTP \(response.httpStatus ?? 0)")",
-                    ])
+                    logger.warning(
+                        "trace export failed; spans dropped",
+                        metadata: [
+                            "count": "\(batch.count)",
+                            "error": "\(response.error.map { "\($0.code)" } ?? "HTTP \(response.httpStatus ?? 0)")",
+                        ])
                     return
                 }
             }

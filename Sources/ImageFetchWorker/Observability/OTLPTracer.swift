@@ -70,32 +70,41 @@ package final class OTLPTracer: Tracer {
         let parent = spanContext.traceContext
         let traceID = parent?.traceID ?? .random()
         let sampled = sampler.sample(parent: parent, traceID: traceID)
-        let own = TraceContext(traceID: traceID, spanID: TraceContext.randomSpanID(),
-                               flags: sampled ? (parent?.flags ?? 0) | 1 : (parent?.flags ?? 0) & ~1,
-                               traceState: parent?.traceState)
+        let own = TraceContext(
+            traceID: traceID, spanID: TraceContext.randomSpanID(),
+            flags: sampled ? (parent?.flags ?? 0) | 1 : (parent?.flags ?? 0) & ~1,
+            traceState: parent?.traceState)
         spanContext.traceContext = own
-        return OTLPSpan(name: operationName, kind: kind, context: spanContext, trace: own, parentSpanID: parent?.spanID,
-                        start: instant().nanosecondsSinceEpoch, sink: sampled ? sink : nil)
+        return OTLPSpan(
+            name: operationName, kind: kind, context: spanContext, trace: own, parentSpanID: parent?.spanID,
+            start: instant().nanosecondsSinceEpoch, sink: sampled ? sink : nil)
     }
 
     package func startAnySpan<Instant: TracerInstant>(
         _ operationName: String, context: @autoclosure () -> InstrumentationContext, ofKind kind: SpanKind,
         at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
     ) -> any Tracing.Span {
-        startSpan(operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID, line: line)
+        startSpan(
+            operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID, line: line
+        )
     }
 
     package func forceFlush() {}
 
-    package func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext,
-                                                       using extractor: Extract) where Extract.Carrier == Carrier {
+    package func extract<Carrier, Extract: Extractor>(
+        _ carrier: Carrier, into context: inout InstrumentationContext,
+        using extractor: Extract
+    ) where Extract.Carrier == Carrier {
         guard let parent = extractor.extract(key: TraceHeaders.traceparent, from: carrier) else { return }
-        context.traceContext = TraceContext(traceparent: parent,
-                                            tracestate: extractor.extract(key: TraceHeaders.tracestate, from: carrier))
+        context.traceContext = TraceContext(
+            traceparent: parent,
+            tracestate: extractor.extract(key: TraceHeaders.tracestate, from: carrier))
     }
 
-    package func inject<Carrier, Inject: Injector>(_ context: InstrumentationContext, into carrier: inout Carrier,
-                                                    using injector: Inject) where Inject.Carrier == Carrier {
+    package func inject<Carrier, Inject: Injector>(
+        _ context: InstrumentationContext, into carrier: inout Carrier,
+        using injector: Inject
+    ) where Inject.Carrier == Carrier {
         guard let trace = context.traceContext else { return }
         injector.inject(trace.traceparent, forKey: TraceHeaders.traceparent, into: &carrier)
         if let state = trace.traceState { injector.inject(state, forKey: TraceHeaders.tracestate, into: &carrier) }
@@ -126,13 +135,18 @@ package final class OTLPSpan: Tracing.Span {
         var ended = false
     }
 
-    init(name: String, kind: SpanKind, context: InstrumentationContext, trace: TraceContext, parentSpanID: UInt64?,
-         start: UInt64, sink: (@Sendable (FinishedSpan) -> Void)?) {
+    init(
+        name: String, kind: SpanKind, context: InstrumentationContext, trace: TraceContext, parentSpanID: UInt64?,
+        start: UInt64, sink: (@Sendable (FinishedSpan) -> Void)?
+    ) {
         self.context = context
         self.sink = sink
-        state = Mutex(State(record: FinishedSpan(name: name, kind: kind, trace: trace, parentSpanID: parentSpanID,
-                                                 start: start, end: start, attributes: [], status: nil,
-                                                 events: [])))
+        state = Mutex(
+            State(
+                record: FinishedSpan(
+                    name: name, kind: kind, trace: trace, parentSpanID: parentSpanID,
+                    start: start, end: start, attributes: [], status: nil,
+                    events: [])))
     }
 
     /// False for spans that are not sampled: callers skip building attributes for them.
@@ -162,8 +176,10 @@ package final class OTLPSpan: Tracing.Span {
 
     package func addEvent(_ event: SpanEvent) { state.withLock { $0.record.events.append(event) } }
 
-    package func recordError<Instant: TracerInstant>(_ error: any Error, attributes: SpanAttributes,
-                                                    at instant: @autoclosure () -> Instant) {
+    package func recordError<Instant: TracerInstant>(
+        _ error: any Error, attributes: SpanAttributes,
+        at instant: @autoclosure () -> Instant
+    ) {
         var attributes = attributes
         attributes["exception.type"] = "\(type(of: error))"
         attributes["exception.message"] = "\(error)"

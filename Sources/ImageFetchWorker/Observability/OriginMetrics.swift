@@ -15,22 +15,29 @@ package final class OriginMetrics: Sendable {
     static let limitBuckets = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
     package init(registry: PrometheusCollectorRegistry) {
-        active = registry.makeGauge(name: "image_fetch_origins_active",
-                                    help: "Origins the scheduler keeps state for (recently active).")
-        paused = registry.makeGauge(name: "image_fetch_origins_paused",
-                                    help: "Origins paused right now, by a Retry-After or after a refusal without one.")
+        active = registry.makeGauge(
+            name: "image_fetch_origins_active",
+            help: "Origins the scheduler keeps state for (recently active).")
+        paused = registry.makeGauge(
+            name: "image_fetch_origins_paused",
+            help: "Origins paused right now, by a Retry-After or after a refusal without one.")
         let deferralHelp = "Jobs republished to a delay queue, by reason: their origin was paused, or slow."
-        deferralsPaused = registry.makeCounter(name: "image_fetch_deferrals_total", labels: [("reason", "paused")],
-                                               help: deferralHelp)
-        deferralsSlow = registry.makeCounter(name: "image_fetch_deferrals_total", labels: [("reason", "slow")],
-                                             help: deferralHelp)
-        limitCuts = registry.makeCounter(name: "image_fetch_origin_limit_cuts_total",
-                                         help: "Times an origin's concurrency limit was cut on an overload signal.")
+        deferralsPaused = registry.makeCounter(
+            name: "image_fetch_deferrals_total", labels: [("reason", "paused")],
+            help: deferralHelp)
+        deferralsSlow = registry.makeCounter(
+            name: "image_fetch_deferrals_total", labels: [("reason", "slow")],
+            help: deferralHelp)
+        limitCuts = registry.makeCounter(
+            name: "image_fetch_origin_limit_cuts_total",
+            help: "Times an origin's concurrency limit was cut on an overload signal.")
         let help = "Responses 429 and 503 from origins, by status."
-        tooManyRequests = registry.makeCounter(name: "image_fetch_origin_overload_responses_total",
-                                               labels: [("status", "429")], help: help)
-        unavailable = registry.makeCounter(name: "image_fetch_origin_overload_responses_total",
-                                           labels: [("status", "503")], help: help)
+        tooManyRequests = registry.makeCounter(
+            name: "image_fetch_origin_overload_responses_total",
+            labels: [("status", "429")], help: help)
+        unavailable = registry.makeCounter(
+            name: "image_fetch_origin_overload_responses_total",
+            labels: [("status", "503")], help: help)
     }
 
     /// A job left the window, for the scheduler's reason.

@@ -1,10 +1,11 @@
+import Prometheus
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Prometheus
-import Synchronization
 
 /// The standard `process_*` metrics of Prometheus client libraries, read from `/proc/self` when
 /// `/metrics` is rendered. (No maintained Swift package in reach exports them.) Where `/proc` is
@@ -34,7 +35,8 @@ package final class ProcessMetrics: Sendable {
                 return index < fields.count ? UInt64(fields[index]) : nil
             }
             guard let utime = field(14), let stime = field(15), let start = field(22),
-                  let vsize = field(23), let rss = field(24) else { return nil }
+                let vsize = field(23), let rss = field(24)
+            else { return nil }
             cpuTicks = utime + stime
             startTicks = start
             virtualBytes = vsize
@@ -65,16 +67,18 @@ package final class ProcessMetrics: Sendable {
         func gauge(_ name: String) -> Prometheus.Gauge {
             registry.makeGauge(name: name, labels: [], help: MetricCatalogue.help(for: name))
         }
-        cpu = registry.makeCounter(name: "process_cpu_seconds_total", labels: [],
-                                   help: MetricCatalogue.help(for: "process_cpu_seconds_total"))
+        cpu = registry.makeCounter(
+            name: "process_cpu_seconds_total", labels: [],
+            help: MetricCatalogue.help(for: "process_cpu_seconds_total"))
         resident = gauge("process_resident_memory_bytes")
         virtual = gauge("process_virtual_memory_bytes")
         openFDs = gauge("process_open_fds")
         maxFDs = gauge("process_max_fds")
         startTime = gauge("process_start_time_seconds")
         if let stat = Self.readStat(),
-           let proc = Self.readFile("/proc/stat"),
-           let boot = Self.bootTime(parsing: proc[...]) {
+            let proc = Self.readFile("/proc/stat"),
+            let boot = Self.bootTime(parsing: proc[...])
+        {
             startTime.set(Double(boot) + Double(stat.startTicks) / ticksPerSecond)
         }
         update()

@@ -52,10 +52,10 @@ package struct TraceContext: Sendable, Hashable {
     package init?(traceparent: String, tracestate: String? = nil) {
         let utf8 = Array(traceparent.utf8)
         guard utf8.count >= 55, utf8[2] == UInt8(ascii: "-"), utf8[35] == UInt8(ascii: "-"),
-              utf8[52] == UInt8(ascii: "-"),
-              let version = Self.parseHex(utf8[0..<2]), version != 0xff,
-              let high = Self.parseHex(utf8[3..<19]), let low = Self.parseHex(utf8[19..<35]),
-              let span = Self.parseHex(utf8[36..<52]), let flags = Self.parseHex(utf8[53..<55])
+            utf8[52] == UInt8(ascii: "-"),
+            let version = Self.parseHex(utf8[0..<2]), version != 0xff,
+            let high = Self.parseHex(utf8[3..<19]), let low = Self.parseHex(utf8[19..<35]),
+            let span = Self.parseHex(utf8[36..<52]), let flags = Self.parseHex(utf8[53..<55])
         else { return nil }
         if version == 0 {
             guard utf8.count == 55 else { return nil }
@@ -108,7 +108,8 @@ package struct TraceContext: Sendable, Hashable {
     static func validTraceState(_ value: String) -> String? {
         let trimmed = value.utf8.drop { $0 == 0x20 || $0 == 0x09 }
         guard !trimmed.isEmpty, value.utf8.count <= 512,
-              value.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7e || $0 == 0x09 }) else { return nil }
+            value.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7e || $0 == 0x09 })
+        else { return nil }
         return value
     }
 
@@ -135,8 +136,10 @@ package struct TraceContext: Sendable, Hashable {
     }
 
     /// The low `digits` nibbles of `value` as lowercase hex, into `buffer` from `offset`.
-    private static func writeHex(_ value: UInt64, digits: Int, into buffer: UnsafeMutableBufferPointer<UInt8>,
-                                 at offset: Int) {
+    private static func writeHex(
+        _ value: UInt64, digits: Int, into buffer: UnsafeMutableBufferPointer<UInt8>,
+        at offset: Int
+    ) {
         precondition(offset >= 0 && offset + digits <= buffer.count)
         let start = buffer.baseAddress! + offset
         var rest = value

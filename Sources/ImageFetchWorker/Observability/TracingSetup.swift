@@ -9,7 +9,9 @@ import Tracing
 /// jobs create no spans. Jobs still carry a W3C context into their results either way.
 package enum TracingSetup {
     /// What the environment asks for: nil when tracing stays off.
-    package static func configuration(environment: [String: String]) throws(ConfigurationError)
+    package static func configuration(
+        environment: [String: String]
+    ) throws(ConfigurationError)
         -> (exporter: OTLPExporter.Configuration, sampler: OTLPTracer.Sampler)?
     {
         func value(_ name: String) -> String? {
@@ -22,7 +24,9 @@ package enum TracingSetup {
         if value("OTEL_SDK_DISABLED")?.lowercased() == "true" { return nil }
         if let exporter = value("OTEL_TRACES_EXPORTER") {
             if exporter == "none" { return nil }
-            guard exporter == "otlp" else { throw invalid("OTEL_TRACES_EXPORTER", "must be otlp or none, got \"\(exporter)\"") }
+            guard exporter == "otlp" else {
+                throw invalid("OTEL_TRACES_EXPORTER", "must be otlp or none, got \"\(exporter)\"")
+            }
         }
         let endpoint: String
         if let traces = value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
@@ -33,8 +37,10 @@ package enum TracingSetup {
             return nil
         }
         guard endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") else {
-            throw invalid(value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-                          : "OTEL_EXPORTER_OTLP_ENDPOINT", "must be an http:// or https:// URL")
+            throw invalid(
+                value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil
+                    ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+                    : "OTEL_EXPORTER_OTLP_ENDPOINT", "must be an http:// or https:// URL")
         }
         var exporter = OTLPExporter.Configuration(endpoint: endpoint)
         // The traces variable wins over the general one, as for the endpoint.
@@ -58,8 +64,10 @@ package enum TracingSetup {
                 exporter.headers.append("\(name): \(headerValue)")
             }
         }
-        var resource: [(String, String)] = [("service.name", value("OTEL_SERVICE_NAME") ?? "image-fetch-worker"),
-                                            ("service.version", WorkerVersion.current)]
+        var resource: [(String, String)] = [
+            ("service.name", value("OTEL_SERVICE_NAME") ?? "image-fetch-worker"),
+            ("service.version", WorkerVersion.current),
+        ]
         for pair in (value("OTEL_RESOURCE_ATTRIBUTES") ?? "").split(separator: ",") {
             let parts = pair.split(separator: "=", maxSplits: 1).map(ConfigText.trimmed)
             guard parts.count == 2, !parts[0].isEmpty else { continue }
@@ -68,7 +76,9 @@ package enum TracingSetup {
             resource.append((parts[0], ConfigText.percentDecoded(parts[1]) ?? parts[1]))
         }
         exporter.resource = resource
-        func milliseconds(_ name: String, into keyPath: WritableKeyPath<OTLPExporter.Configuration, Double>) throws(ConfigurationError) {
+        func milliseconds(
+            _ name: String, into keyPath: WritableKeyPath<OTLPExporter.Configuration, Double>
+        ) throws(ConfigurationError) {
             guard let text = value(name) else { return }
             guard let number = Double(text), number > 0, number <= 600_000 else {
                 throw invalid(name, "must be a number of milliseconds between 1 and 600000, got \"\(text)\"")
@@ -78,8 +88,10 @@ package enum TracingSetup {
         try milliseconds("OTEL_BSP_SCHEDULE_DELAY", into: \.scheduleDelay)
         try milliseconds("OTEL_EXPORTER_OTLP_TIMEOUT", into: \.timeout)
         try milliseconds("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", into: \.timeout)
-        for (name, keyPath) in [("OTEL_BSP_MAX_QUEUE_SIZE", \OTLPExporter.Configuration.maxQueueSize),
-                                ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", \OTLPExporter.Configuration.maxBatchSize)] {
+        for (name, keyPath) in [
+            ("OTEL_BSP_MAX_QUEUE_SIZE", \OTLPExporter.Configuration.maxQueueSize),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", \OTLPExporter.Configuration.maxBatchSize),
+        ] {
             guard let text = value(name) else { continue }
             guard let number = Int(text), number >= 1, number <= 1_000_000 else {
                 throw invalid(name, "must be an integer between 1 and 1000000, got \"\(text)\"")
@@ -97,8 +109,10 @@ package enum TracingSetup {
                 ratio = number
             }
             guard let chosen = OTLPTracer.Sampler(name: name, ratio: ratio) else {
-                throw invalid("OTEL_TRACES_SAMPLER", "must be always_on, always_off, traceidratio, parentbased_always_on, "
-                              + "parentbased_always_off or parentbased_traceidratio, got \"\(name)\"")
+                throw invalid(
+                    "OTEL_TRACES_SAMPLER",
+                    "must be always_on, always_off, traceidratio, parentbased_always_on, "
+                        + "parentbased_always_off or parentbased_traceidratio, got \"\(name)\"")
             }
             sampler = chosen
         }
@@ -118,8 +132,12 @@ package enum TracingSetup {
         Self.exporter.withLock { $0 = exporter }
         TracerHolder.shared.withLock { $0 = tracer }
         InstrumentationSystem.bootstrap(tracer)
-        logger.info("tracing on", metadata: ["endpoint_host": "\(Self.host(configuration.endpoint))",
-                                             "sampler": "\(sampler)"])
+        logger.info(
+            "tracing on",
+            metadata: [
+                "endpoint_host": "\(Self.host(configuration.endpoint))",
+                "sampler": "\(sampler)",
+            ])
     }
 
     /// Exports the spans still queued, waiting up to `timeout` seconds; a no-op when tracing is off.

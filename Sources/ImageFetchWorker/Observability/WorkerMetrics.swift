@@ -39,12 +39,15 @@ package final class WorkerMetrics: Sendable {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
             .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
         ]
-        let factory = DocumentedMetricsFactory(registry: registry, durationBuckets: latencyBuckets,
-                                               valueBuckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
+        let factory = DocumentedMetricsFactory(
+            registry: registry, durationBuckets: latencyBuckets,
+            valueBuckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
         self.factory = factory
         process = ProcessMetrics(registry: registry)
-        registry.makeGauge(name: "image_fetch_build_info", labels: BuildInfo.labels,
-                           help: MetricCatalogue.help(for: "image_fetch_build_info")).set(Int64(1))
+        registry.makeGauge(
+            name: "image_fetch_build_info", labels: BuildInfo.labels,
+            help: MetricCatalogue.help(for: "image_fetch_build_info")
+        ).set(Int64(1))
         jobsReceived = CoreMetrics.Counter(label: "image_fetch_jobs_received_total", factory: factory)
         retries = CoreMetrics.Counter(label: "image_fetch_retries_total", factory: factory)
         deadLettered = CoreMetrics.Counter(label: "image_fetch_dead_lettered_total", factory: factory)
@@ -59,10 +62,15 @@ package final class WorkerMetrics: Sendable {
         self.concurrency = CoreMetrics.Gauge(label: "image_fetch_concurrency", factory: factory)
         connected = CoreMetrics.Gauge(label: "image_fetch_broker_connected", factory: factory)
         blocked = CoreMetrics.Gauge(label: "image_fetch_broker_blocked", factory: factory)
-        stateGauges = Dictionary(uniqueKeysWithValues: Self.connectionStates.map { state in
-            (state, CoreMetrics.Gauge(label: "image_fetch_broker_connection_state", dimensions: [("state", state)],
-                                      factory: factory))
-        })
+        stateGauges = Dictionary(
+            uniqueKeysWithValues: Self.connectionStates.map { state in
+                (
+                    state,
+                    CoreMetrics.Gauge(
+                        label: "image_fetch_broker_connection_state", dimensions: [("state", state)],
+                        factory: factory)
+                )
+            })
         self.concurrency.record(concurrency)
         connected.record(0)
         blocked.record(0)
@@ -71,7 +79,9 @@ package final class WorkerMetrics: Sendable {
 
     /// The values of the `state` label of `image_fetch_broker_connection_state`, as
     /// ``BrokerSession/stateName`` spells them.
-    package static let connectionStates = ["idle", "connecting", "consuming", "blocked", "draining", "reconnecting", "closed"]
+    package static let connectionStates = [
+        "idle", "connecting", "consuming", "blocked", "draining", "reconnecting", "closed",
+    ]
 
     /// Sets `image_fetch_broker_connection_state`: 1 for `state`, 0 for every other state.
     func connectionState(_ state: String) {
@@ -83,9 +93,10 @@ package final class WorkerMetrics: Sendable {
         let key = "\(status.rawValue)|\(code?.rawValue ?? "")"
         let counter = results.withLock { cache -> CoreMetrics.Counter in
             if let counter = cache[key] { return counter }
-            let counter = CoreMetrics.Counter(label: "image_fetch_results_total",
-                                  dimensions: [("status", status.rawValue), ("code", code?.rawValue ?? "none")],
-                                  factory: factory)
+            let counter = CoreMetrics.Counter(
+                label: "image_fetch_results_total",
+                dimensions: [("status", status.rawValue), ("code", code?.rawValue ?? "none")],
+                factory: factory)
             cache[key] = counter
             return counter
         }
@@ -97,8 +108,11 @@ package final class WorkerMetrics: Sendable {
         let gauges = depthGauges.withLock { cache -> (ready: CoreMetrics.Gauge, consumers: CoreMetrics.Gauge) in
             if let gauges = cache[queue] { return gauges }
             let gauges = (
-                ready: CoreMetrics.Gauge(label: "image_fetch_queue_ready_messages", dimensions: [("queue", queue)], factory: factory),
-                consumers: CoreMetrics.Gauge(label: "image_fetch_queue_consumers", dimensions: [("queue", queue)], factory: factory))
+                ready: CoreMetrics.Gauge(
+                    label: "image_fetch_queue_ready_messages", dimensions: [("queue", queue)], factory: factory),
+                consumers: CoreMetrics.Gauge(
+                    label: "image_fetch_queue_consumers", dimensions: [("queue", queue)], factory: factory)
+            )
             cache[queue] = gauges
             return gauges
         }

@@ -70,19 +70,25 @@ package struct OutcomePolicy: Sendable {
 
     /// A job that ran: `result.error` nil for ok. `retryAfterSeconds` is the origin's
     /// `Retry-After`, if it sent one.
-    package func finished(_ delivery: Delivery, job: Job, result: JobResult, retryAfterSeconds: Double? = nil) -> Decision {
+    package func finished(
+        _ delivery: Delivery, job: Job, result: JobResult, retryAfterSeconds: Double? = nil
+    ) -> Decision {
         guard let error = result.error else {
-            return Decision(messages: [resultMessage(result, job: job)],
-                            outcome: result.status == .notModified ? .notModified : .ok)
+            return Decision(
+                messages: [resultMessage(result, job: job)],
+                outcome: result.status == .notModified ? .notModified : .ok)
         }
         if error.retryable, job.attempt < retry.maxAttempts {
             let delay = retryDelay(attempt: job.attempt, atLeastSeconds: retryAfterSeconds)
             return Decision(messages: [retryCopy(of: delivery, job: job, delaySeconds: delay)], outcome: .retry)
         }
         if error.retryable || error.code == .originBusy {
-            return Decision(messages: [resultMessage(result, job: job),
-                                       deadCopy(of: delivery, error: error, attempt: job.attempt)],
-                            outcome: .failedFinal(error.code))
+            return Decision(
+                messages: [
+                    resultMessage(result, job: job),
+                    deadCopy(of: delivery, error: error, attempt: job.attempt),
+                ],
+                outcome: .failedFinal(error.code))
         }
         return Decision(messages: [resultMessage(result, job: job)], outcome: .failed(error.code))
     }
@@ -99,16 +105,19 @@ package struct OutcomePolicy: Sendable {
     /// A body that is no job: a dead-letter copy with the reason; should its publish fail, the
     /// original is rejected to the queue's dead-letter exchange instead. Nothing is lost either way.
     package func invalid(_ delivery: Delivery, error: JobError) -> Decision {
-        Decision(messages: [deadCopy(of: delivery, error: error, attempt: 1)], outcome: .deadLettered(error.code),
-                 ifUnconfirmed: .reject)
+        Decision(
+            messages: [deadCopy(of: delivery, error: error, attempt: 1)], outcome: .deadLettered(error.code),
+            ifUnconfirmed: .reject)
     }
 
     /// A job redelivered more than `queue.delivery_limit` times.
     package func poison(_ delivery: Delivery, job: Job) -> Decision {
-        let error = JobError(.deliveryLimit, "redelivered more than \(queues.deliveryLimit) times (queue.delivery_limit)",
-                             retryable: false)
-        return Decision(messages: [deadCopy(of: delivery, error: error, attempt: job.attempt)],
-                        outcome: .deadLettered(error.code))
+        let error = JobError(
+            .deliveryLimit, "redelivered more than \(queues.deliveryLimit) times (queue.delivery_limit)",
+            retryable: false)
+        return Decision(
+            messages: [deadCopy(of: delivery, error: error, attempt: job.attempt)],
+            outcome: .deadLettered(error.code))
     }
 
     /// A job the scheduler gives up from the window: a copy to a delay queue, or nil when the
@@ -118,8 +127,10 @@ package struct OutcomePolicy: Sendable {
         // and a negative time must not buy a job more budget.
         let count = JobHeaders.count(delivery.properties.headers[JobHeaders.deferrals]) ?? 0
         let spent = JobHeaders.count(delivery.properties.headers[JobHeaders.deferredSeconds]) ?? 0
-        guard case .wait(let seconds) = deferral.decide(count: count, spentSeconds: Double(spent),
-                                                        atLeastSeconds: atLeastSeconds)
+        guard
+            case .wait(let seconds) = deferral.decide(
+                count: count, spentSeconds: Double(spent),
+                atLeastSeconds: atLeastSeconds)
         else { return nil }
         var properties = delivery.properties
         properties.persistent = true
@@ -127,14 +138,17 @@ package struct OutcomePolicy: Sendable {
         properties.headers[JobHeaders.deferredSeconds] = .int(Int64(spent) + Int64(seconds))
         properties.headers[JobHeaders.firstSeen] = .string(job.firstSeen ?? RFC3339.now())
         JobHeaders.dropMalformedDeath(from: &properties.headers)
-        let message = OutboundMessage(routingKey: Topology.deferQueueName(jobs: queues.jobs, delaySeconds: seconds),
-                                      properties: properties, body: delivery.body)
+        let message = OutboundMessage(
+            routingKey: Topology.deferQueueName(jobs: queues.jobs, delaySeconds: seconds),
+            properties: properties, body: delivery.body)
         return Decision(messages: [message], outcome: .deferred)
     }
 
     /// The error of a job whose deferral budget is spent.
     package var budgetSpent: JobError {
-        JobError(.originBusy, "the origin stayed paused or busy past scheduler.defer_budget (\(Int(deferral.budgetSeconds)) s)")
+        JobError(
+            .originBusy,
+            "the origin stayed paused or busy past scheduler.defer_budget (\(Int(deferral.budgetSeconds)) s)")
     }
 
     // MARK: - Messages
@@ -154,7 +168,8 @@ package struct OutcomePolicy: Sendable {
         properties.persistent = true
         // correlation_id is a short string: an id over 255 bytes is in the body only.
         properties.correlationID = job.correlationID ?? (job.id.utf8.count <= 255 ? job.id : nil)
-        return OutboundMessage(routingKey: job.replyTo ?? queues.results, properties: properties, body: result.encoded())
+        return OutboundMessage(
+            routingKey: job.replyTo ?? queues.results, properties: properties, body: result.encoded())
     }
 
     package func retryCopy(of delivery: Delivery, job: Job, delaySeconds: Int) -> OutboundMessage {
@@ -163,8 +178,9 @@ package struct OutcomePolicy: Sendable {
         properties.headers[JobHeaders.attempt] = .int(Int64(job.attempt) + 1)
         properties.headers[JobHeaders.firstSeen] = .string(job.firstSeen ?? RFC3339.now())
         JobHeaders.dropMalformedDeath(from: &properties.headers)
-        return OutboundMessage(routingKey: Topology.retryQueueName(jobs: queues.jobs, delaySeconds: delaySeconds),
-                               properties: properties, body: delivery.body)
+        return OutboundMessage(
+            routingKey: Topology.retryQueueName(jobs: queues.jobs, delaySeconds: delaySeconds),
+            properties: properties, body: delivery.body)
     }
 
     package func deadCopy(of delivery: Delivery, error: JobError, attempt: Int) -> OutboundMessage {

@@ -34,9 +34,11 @@ public final class JobPublisher: Sendable {
 
     /// Publishes raw bodies (persistent, `application/json` unless `contentType` says otherwise) and
     /// returns how many the broker confirmed.
-    package func publish<S: Sequence>(bodies: S, contentType: String? = "application/json",
-                                      headers: [String: AMQPFieldValue] = [:],
-                                      replyTo: String? = nil) -> Int where S.Element == [UInt8] {
+    package func publish<S: Sequence>(
+        bodies: S, contentType: String? = "application/json",
+        headers: [String: AMQPFieldValue] = [:],
+        replyTo: String? = nil
+    ) -> Int where S.Element == [UInt8] {
         var properties = AMQPProperties()
         properties.contentType = contentType
         properties.headers = headers
@@ -46,7 +48,8 @@ public final class JobPublisher: Sendable {
 
     /// Publishes raw bodies with `properties` (made persistent, and stamped with the time), and
     /// returns how many the broker confirmed.
-    package func publish<S: Sequence>(bodies: S, properties template: AMQPProperties) -> Int where S.Element == [UInt8] {
+    package func publish<S: Sequence>(bodies: S, properties template: AMQPProperties) -> Int
+    where S.Element == [UInt8] {
         let confirmed = Mutex(0)
         for body in bodies {
             send(body, properties: template) { outcome in
@@ -60,8 +63,10 @@ public final class JobPublisher: Sendable {
     /// Publishes one body with `properties` (made persistent, and stamped with the time) without
     /// waiting for its confirm, unless `window` publishes already wait for theirs: confirms are
     /// pipelined. `outcome` runs on the broker session's queue, and must be quick.
-    package func send(_ body: [UInt8], properties template: AMQPProperties,
-                      outcome: @escaping @Sendable (PublishOutcome) -> Void) {
+    package func send(
+        _ body: [UInt8], properties template: AMQPProperties,
+        outcome: @escaping @Sendable (PublishOutcome) -> Void
+    ) {
         permits.wait()
         outstanding.enter()
         var properties = template

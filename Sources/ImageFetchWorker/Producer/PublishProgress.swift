@@ -36,7 +36,7 @@ package enum PublishProgress {
             var confirmed_through_line: Int
         }
         guard let record = try? JSONDecoder().decode(Record.self, from: Data(text.utf8)),
-              record.confirmed_through_line >= 0
+            record.confirmed_through_line >= 0
         else { return nil }
         return record.confirmed_through_line
     }

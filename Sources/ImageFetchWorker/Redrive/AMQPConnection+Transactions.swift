@@ -27,8 +27,9 @@ extension AMQPConnection {
             amqp_destroy_message(&message)
             amqp_maybe_release_buffers(state)
         }
-        return Fetched(tag: tag, redelivered: redelivered, properties: AMQPProperties(decoding: message.properties),
-                       body: message.body.arrayValue)
+        return Fetched(
+            tag: tag, redelivered: redelivered, properties: AMQPProperties(decoding: message.properties),
+            body: message.body.arrayValue)
     }
 
     /// Puts the channel in transaction mode (`tx.select`): its publishes and acks take effect

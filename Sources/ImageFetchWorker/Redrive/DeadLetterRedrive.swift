@@ -69,9 +69,11 @@ package final class DeadLetterRedrive {
                 report(entry)
                 continue
             }
-            try connection.publish(channel: channel, OutboundMessage(
-                routingKey: queues.jobs, properties: RedrivePolicy.redriven(message.properties, now: seconds),
-                body: message.body))
+            try connection.publish(
+                channel: channel,
+                OutboundMessage(
+                    routingKey: queues.jobs, properties: RedrivePolicy.redriven(message.properties, now: seconds),
+                    body: message.body))
             try connection.ack(channel: channel, tag: message.tag)
             pending.append(entry)
             if pending.count >= batchSize {
@@ -98,7 +100,9 @@ package final class DeadLetterRedrive {
                 let connection = try AMQPConnection()
                 try connection.open(
                     url: url,
-                    tls: .init(caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile, verify: amqp.tls.verify),
+                    tls: .init(
+                        caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
+                        verify: amqp.tls.verify),
                     heartbeat: amqp.heartbeat, connectionName: "image-fetch-worker redrive")
                 return connection
             } catch {
@@ -111,7 +115,8 @@ package final class DeadLetterRedrive {
     private static func entry(_ message: AMQPConnection.Fetched) -> Entry {
         let object = try? JSONSerialization.jsonObject(with: Data(message.body)) as? [String: Any]
         let id = (object?["id"] as? String) ?? (object?["id"] as? NSNumber)?.stringValue ?? message.properties.messageID
-        return Entry(id: id, code: message.properties.headers[JobHeaders.errorCode]?.stringValue,
-                     attempt: message.properties.headers[JobHeaders.attempt]?.intValue, moved: true)
+        return Entry(
+            id: id, code: message.properties.headers[JobHeaders.errorCode]?.stringValue,
+            attempt: message.properties.headers[JobHeaders.attempt]?.intValue, moved: true)
     }
 }

@@ -66,61 +66,81 @@ package enum AWSCredentialSource: Sendable, Equatable {
         let tokenFile = environment["AWS_WEB_IDENTITY_TOKEN_FILE"].map(ConfigText.trimmed) ?? ""
         if !roleARN.isEmpty || !tokenFile.isEmpty {
             guard !roleARN.isEmpty, !tokenFile.isEmpty else {
-                return .failure(ConfigurationError(
-                    key: "s3.credentials", problem: "AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE must be set together",
-                    source: "environment"))
+                return .failure(
+                    ConfigurationError(
+                        key: "s3.credentials",
+                        problem: "AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE must be set together",
+                        source: "environment"))
             }
             guard FileManager.default.isReadableFile(atPath: tokenFile) else {
-                return .failure(ConfigurationError(
-                    key: "s3.credentials", problem: "the web identity token file \(ConfigText.quoted(tokenFile)) cannot be read",
-                    source: "environment variable AWS_WEB_IDENTITY_TOKEN_FILE"))
+                return .failure(
+                    ConfigurationError(
+                        key: "s3.credentials",
+                        problem: "the web identity token file \(ConfigText.quoted(tokenFile)) cannot be read",
+                        source: "environment variable AWS_WEB_IDENTITY_TOKEN_FILE"))
             }
-            let endpoint = environment["AWS_ENDPOINT_URL_STS"].map(ConfigText.trimmed).flatMap { $0.isEmpty ? nil : $0 }
+            let endpoint =
+                environment["AWS_ENDPOINT_URL_STS"].map(ConfigText.trimmed).flatMap { $0.isEmpty ? nil : $0 }
                 ?? "https://sts.\(region).amazonaws.com"
             guard let sts = S3Addressing.validateEndpoint(endpoint) else {
-                return .failure(ConfigurationError(
-                    key: "s3.credentials", problem: "AWS_ENDPOINT_URL_STS must be an http:// or https:// URL with a host",
-                    source: "environment"))
+                return .failure(
+                    ConfigurationError(
+                        key: "s3.credentials",
+                        problem: "AWS_ENDPOINT_URL_STS must be an http:// or https:// URL with a host",
+                        source: "environment"))
             }
-            let name = environment["AWS_ROLE_SESSION_NAME"].map(ConfigText.trimmed).flatMap { $0.isEmpty ? nil : $0 }
+            let name =
+                environment["AWS_ROLE_SESSION_NAME"].map(ConfigText.trimmed).flatMap { $0.isEmpty ? nil : $0 }
                 ?? "image-fetch-worker"
-            return .success(.webIdentity(WebIdentity(roleARN: roleARN, tokenFile: tokenFile, sessionName: name, stsEndpoint: sts)))
+            return .success(
+                .webIdentity(WebIdentity(roleARN: roleARN, tokenFile: tokenFile, sessionName: name, stsEndpoint: sts)))
         }
         let full = environment["AWS_CONTAINER_CREDENTIALS_FULL_URI"].map(ConfigText.trimmed) ?? ""
         let relative = environment["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"].map(ConfigText.trimmed) ?? ""
         guard !full.isEmpty || !relative.isEmpty else { return nil }
         let url: String
         if !relative.isEmpty {
-            guard relative.hasPrefix("/"), !relative.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F }) else {
-                return .failure(ConfigurationError(
-                    key: "s3.credentials", problem: "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI must be a path starting with /",
-                    source: "environment"))
+            guard relative.hasPrefix("/"),
+                !relative.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F })
+            else {
+                return .failure(
+                    ConfigurationError(
+                        key: "s3.credentials",
+                        problem: "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI must be a path starting with /",
+                        source: "environment"))
             }
             url = "http://169.254.170.2" + relative
         } else {
             guard case .success(let parsed) = URLPolicy.validate(full), Self.isTrustedContainerHost(parsed) else {
-                return .failure(ConfigurationError(
-                    key: "s3.credentials",
-                    problem: "AWS_CONTAINER_CREDENTIALS_FULL_URI must be an https URL, or an http URL on a loopback address, 169.254.170.2, 169.254.170.23 or [fd00:ec2::23]",
-                    source: "environment"))
+                return .failure(
+                    ConfigurationError(
+                        key: "s3.credentials",
+                        problem:
+                            "AWS_CONTAINER_CREDENTIALS_FULL_URI must be an https URL, or an http URL on a loopback address, 169.254.170.2, 169.254.170.23 or [fd00:ec2::23]",
+                        source: "environment"))
             }
             url = parsed.url
         }
         var tokenFileValue = environment["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"].map(ConfigText.trimmed)
         if tokenFileValue?.isEmpty == true { tokenFileValue = nil }
         if let file = tokenFileValue, !FileManager.default.isReadableFile(atPath: file) {
-            return .failure(ConfigurationError(
-                key: "s3.credentials", problem: "the authorization token file \(ConfigText.quoted(file)) cannot be read",
-                source: "environment variable AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))
+            return .failure(
+                ConfigurationError(
+                    key: "s3.credentials",
+                    problem: "the authorization token file \(ConfigText.quoted(file)) cannot be read",
+                    source: "environment variable AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))
         }
         var token = environment["AWS_CONTAINER_AUTHORIZATION_TOKEN"].map(ConfigText.trimmed)
         if token?.isEmpty == true { token = nil }
         if let token, token.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            return .failure(ConfigurationError(
-                key: "s3.credentials", problem: "AWS_CONTAINER_AUTHORIZATION_TOKEN must not contain control characters",
-                source: "environment"))
+            return .failure(
+                ConfigurationError(
+                    key: "s3.credentials",
+                    problem: "AWS_CONTAINER_AUTHORIZATION_TOKEN must not contain control characters",
+                    source: "environment"))
         }
-        return .success(.container(ContainerEndpoint(url: url, authorizationToken: token, authorizationTokenFile: tokenFileValue)))
+        return .success(
+            .container(ContainerEndpoint(url: url, authorizationToken: token, authorizationTokenFile: tokenFileValue)))
     }
 
     private static func isTrustedContainerHost(_ url: ValidatedURL) -> Bool {

@@ -47,7 +47,8 @@ package final class CredentialProvider: Sendable {
         do {
             self.engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
         } catch {
-            throw ConfigurationError(key: "s3.credentials", problem: "cannot start the credentials client: \(JobError(error).message)")
+            throw ConfigurationError(
+                key: "s3.credentials", problem: "cannot start the credentials client: \(JobError(error).message)")
         }
         self.state = Mutex(State())
         switch fetchNow() {
@@ -72,10 +73,11 @@ package final class CredentialProvider: Sendable {
             return .failure(JobError(.storageFailed, "no S3 credentials yet", retryable: true))
         }
         if let expiration = credentials.expiration, now >= expiration {
-            return .failure(JobError(
-                .storageFailed,
-                "the S3 credentials expired and could not be refreshed yet" + (lastError.map { ": \($0)" } ?? ""),
-                retryable: true))
+            return .failure(
+                JobError(
+                    .storageFailed,
+                    "the S3 credentials expired and could not be refreshed yet" + (lastError.map { ": \($0)" } ?? ""),
+                    retryable: true))
         }
         return .success(credentials)
     }

@@ -9,7 +9,10 @@ enum CredentialRequests {
             return .failure(ConfigProblem("fixed credentials need no request"))
         case .webIdentity(let identity):
             guard let token = readToken(identity.tokenFile) else {
-                return .failure(ConfigProblem("the web identity token file \(ConfigText.quoted(identity.tokenFile)) cannot be read or is empty"))
+                return .failure(
+                    ConfigProblem(
+                        "the web identity token file \(ConfigText.quoted(identity.tokenFile)) cannot be read or is empty"
+                    ))
             }
             var request = FetchRequest(url: identity.stsEndpoint + "/")
             request.method = .post
@@ -27,13 +30,16 @@ enum CredentialRequests {
             var token = endpoint.authorizationToken
             if let file = endpoint.authorizationTokenFile {
                 guard let fromFile = readToken(file) else {
-                    return .failure(ConfigProblem("the authorization token file \(ConfigText.quoted(file)) cannot be read or is empty"))
+                    return .failure(
+                        ConfigProblem(
+                            "the authorization token file \(ConfigText.quoted(file)) cannot be read or is empty"))
                 }
                 token = fromFile
             }
             if let token {
                 guard RequestHeaders.valueProblem(token) == nil else {
-                    return .failure(ConfigProblem("the container authorization token contains a control character or is too long"))
+                    return .failure(
+                        ConfigProblem("the container authorization token contains a control character or is too long"))
                 }
                 request.headers = ["Authorization: \(token)"]
             }
@@ -41,7 +47,9 @@ enum CredentialRequests {
         }
     }
 
-    static func parse(_ response: FetchResponse, for source: AWSCredentialSource) -> Result<AWSCredentials, ConfigProblem> {
+    static func parse(
+        _ response: FetchResponse, for source: AWSCredentialSource
+    ) -> Result<AWSCredentials, ConfigProblem> {
         let what: String
         switch source {
         case .fixed(let credentials): return .success(credentials)
@@ -51,7 +59,8 @@ enum CredentialRequests {
         let body = String(decoding: response.body, as: UTF8.self)
         if let error = response.error {
             if let status = response.httpStatus, status > 0 {
-                let code = xmlElement("Code", in: String(decoding: response.body, as: UTF8.self)).map { " (\($0))" } ?? ""
+                let code =
+                    xmlElement("Code", in: String(decoding: response.body, as: UTF8.self)).map { " (\($0))" } ?? ""
                 return .failure(ConfigProblem("\(what) answered HTTP \(status)\(code)"))
             }
             return .failure(ConfigProblem("\(what) could not be reached: \(error.message)"))
@@ -84,10 +93,13 @@ enum CredentialRequests {
         else { return .failure(ConfigProblem("\(what) answered with malformed credentials")) }
         var date: Date? = nil
         if let expiration {
-            guard let parsed = parseDate(expiration) else { return .failure(ConfigProblem("\(what) answered with an unreadable Expiration")) }
+            guard let parsed = parseDate(expiration) else {
+                return .failure(ConfigProblem("\(what) answered with an unreadable Expiration"))
+            }
             date = parsed
         }
-        return .success(AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: token, expiration: date))
+        return .success(
+            AWSCredentials(accessKeyID: key, secretAccessKey: secret, sessionToken: token, expiration: date))
     }
 
     static func parseDate(_ text: String) -> Date? {

@@ -1,3 +1,6 @@
+import Dispatch
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,8 +8,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Dispatch
-import Synchronization
 
 /// Stores bodies as files under a root folder: `<root>/<key>`, where the key is the job's sanitised
 /// `key` when usable, else the content-addressed `<sha256[0..2]>/<sha256>.<ext>`.
@@ -74,7 +75,8 @@ public final class FileSink: ImageSink {
     }
 
     /// Stores one body at `<root>/<key>`, unless its content address is already there.
-    private func store(_ request: StorageRequest, key: String, contentAddressed: Bool) -> Result<StoredObject, JobError> {
+    private func store(_ request: StorageRequest, key: String, contentAddressed: Bool) -> Result<StoredObject, JobError>
+    {
         // The digest becomes a path when there is no usable key hint: accept only hex there.
         if contentAddressed, !StorageKey.isDigest(request.sha256) {
             return .failure(JobError(.storageFailed, "the sha256 is not lowercase hex"))
@@ -119,7 +121,7 @@ public final class FileSink: ImageSink {
                     guard count >= 0 else { return false }
                     if count == 0 { return offset == body.count }
                     guard offset + count <= body.count, let base = expected.baseAddress, let got = chunk.baseAddress,
-                          memcmp(base + offset, got, count) == 0
+                        memcmp(base + offset, got, count) == 0
                     else { return false }
                     offset += count
                 }

@@ -44,7 +44,8 @@ package final class S3Sink: ImageSink {
         guard !settings.bucket.isEmpty else { throw JobError(.storageFailed, "s3.bucket is not set") }
         let source: AWSCredentialSource
         if let keyID = settings.accessKeyID, let secret = settings.secretAccessKey {
-            source = .fixed(AWSCredentials(accessKeyID: keyID, secretAccessKey: secret, sessionToken: settings.sessionToken))
+            source = .fixed(
+                AWSCredentials(accessKeyID: keyID, secretAccessKey: secret, sessionToken: settings.sessionToken))
         } else if let temporary = settings.temporaryCredentials {
             source = temporary
         } else {
@@ -60,7 +61,8 @@ package final class S3Sink: ImageSink {
         var fetch = fetch
         fetch.tls.caFile = nil
         do {
-            self.engine = try FetchEngine(configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
+            self.engine = try FetchEngine(
+                configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
         } catch {
             throw JobError(.storageFailed, "the S3 upload engine could not start: \(JobError(error).message)")
         }
@@ -87,8 +89,9 @@ package final class S3Sink: ImageSink {
             return
         }
         let key = settings.prefix + request.resolvedKey
-        var upload = FetchRequest(url: S3Addressing.objectURL(
-            endpoint: settings.resolvedEndpoint, bucket: settings.bucket, key: key, pathStyle: settings.pathStyle))
+        var upload = FetchRequest(
+            url: S3Addressing.objectURL(
+                endpoint: settings.resolvedEndpoint, bucket: settings.bucket, key: key, pathStyle: settings.pathStyle))
         upload.method = .put
         upload.uploadBody = request.body
         upload.awsSigV4 = signing
@@ -156,7 +159,9 @@ enum S3Addressing {
         let bytes = Array(name.utf8)
         if pathStyle {
             return (1...255).contains(bytes.count)
-                && bytes.allSatisfy { $0.isLowerAlnum || (0x41...0x5A).contains($0) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F }
+                && bytes.allSatisfy {
+                    $0.isLowerAlnum || (0x41...0x5A).contains($0) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F
+                }
                 && name != "." && name != ".."
         }
         guard (3...63).contains(bytes.count), bytes.first!.isLowerAlnum, bytes.last!.isLowerAlnum else { return false }
@@ -224,28 +229,35 @@ enum S3Addressing {
         if let status, status > 0 {
             switch status {
             case 403:
-                return JobError(.storageFailed,
-                                "the store refused access to bucket \(bucket) (HTTP 403): check the credentials and the bucket policy",
-                                retryable: false)
+                return JobError(
+                    .storageFailed,
+                    "the store refused access to bucket \(bucket) (HTTP 403): check the credentials and the bucket policy",
+                    retryable: false)
             case 408, 429, 500...599:
-                return JobError(.storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: true)
+                return JobError(
+                    .storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: true)
             case 404:
-                return JobError(.storageFailed, "the store answered HTTP 404 for bucket \(bucket): does the bucket exist?",
-                                retryable: false)
+                return JobError(
+                    .storageFailed, "the store answered HTTP 404 for bucket \(bucket): does the bucket exist?",
+                    retryable: false)
             default:
-                return JobError(.storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
+                return JobError(
+                    .storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
             }
         }
         switch error.code {
         case .timeout:
             return JobError(.storageFailed, "the upload to bucket \(bucket) timed out", retryable: true)
         case .dnsFailure, .connectFailed, .truncated, .aborted:
-            return JobError(.storageFailed, "the store for bucket \(bucket) could not be reached: \(error.message)",
-                            retryable: true)
+            return JobError(
+                .storageFailed, "the store for bucket \(bucket) could not be reached: \(error.message)",
+                retryable: true)
         case .tlsFailure:
-            return JobError(.storageFailed, "the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
+            return JobError(
+                .storageFailed, "the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
         default:
-            return JobError(.storageFailed, "the upload to bucket \(bucket) failed: \(error.message)", retryable: error.retryable)
+            return JobError(
+                .storageFailed, "the upload to bucket \(bucket) failed: \(error.message)", retryable: error.retryable)
         }
     }
 

@@ -34,9 +34,11 @@ package enum StorageKey {
     package static func isDigest(_ sha256: String) -> Bool {
         var text = sha256
         return text.withUTF8 { utf8 in
-            !utf8.isEmpty && utf8.allSatisfy { c in
-                (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
-            }
+            !utf8.isEmpty
+                && utf8.allSatisfy { c in
+                    (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+                        || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+                }
         }
     }
 

@@ -24,8 +24,9 @@ package struct FileIdentity: Hashable, Sendable {
     package init?(path: String) {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int(info.st_size),
-                  modified: info.st_mtim, changed: info.st_ctim)
+        self.init(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int(info.st_size),
+            modified: info.st_mtim, changed: info.st_ctim)
     }
 
     package static func == (lhs: Self, rhs: Self) -> Bool {

@@ -9,9 +9,11 @@ extension JobError {
         case .malformedURL:
             self.init(.invalidURL, "the URL is malformed")
         case .unsupportedScheme(let atSetup):
-            self.init(.unsupportedScheme, atSetup
-                ? "the URL used a scheme other than http or https"
-                : "the URL or a redirect used a scheme other than http or https")
+            self.init(
+                .unsupportedScheme,
+                atSetup
+                    ? "the URL used a scheme other than http or https"
+                    : "the URL or a redirect used a scheme other than http or https")
         case .setupFailed(let reason):
             self.init(.connectFailed, "the transfer could not be set up: \(reason)")
         case .redirectRefused(.tooLong):
@@ -52,9 +54,11 @@ extension JobError {
         case .httpStatus(let status):
             self = .httpStatus(status)
         case .tooLarge(let limit, let declared):
-            self.init(.tooLarge, declared
-                ? "the declared Content-Length is larger than \(limit) bytes"
-                : "the body is larger than \(limit) bytes")
+            self.init(
+                .tooLarge,
+                declared
+                    ? "the declared Content-Length is larger than \(limit) bytes"
+                    : "the body is larger than \(limit) bytes")
         case .truncated(let received, let declared?):
             self.init(.truncated, "the body ended after \(received) of \(declared) bytes")
         case .truncated(_, nil):

@@ -215,8 +215,10 @@ package struct JobLifecycle: Sendable, Equatable {
     ) -> Action {
         // Every decision has at least one message (a result or a copy).
         guard case .decided = state, count > 0 else { return invalid() }
-        state = .publishing(Publishing(remaining: count, failure: nil, outcome: outcome,
-                                       requeueIfUnconfirmed: requeueIfUnconfirmed))
+        state = .publishing(
+            Publishing(
+                remaining: count, failure: nil, outcome: outcome,
+                requeueIfUnconfirmed: requeueIfUnconfirmed))
         return .none
     }
 

@@ -15,9 +15,11 @@ extension Worker {
         case .failure(let error):
             let context = JobContext(delivery: delivery, job: nil, trace: trace)
             run(context) { $0.answeredWithoutFetch() }
-            logger.warning("invalid job dead-lettered", metadata: trace.logMetadata.merging([
-                "reason": "\(error.message)", "bytes": "\(delivery.body.count)",
-            ]) { $1 })
+            logger.warning(
+                "invalid job dead-lettered",
+                metadata: trace.logMetadata.merging([
+                    "reason": "\(error.message)", "bytes": "\(delivery.body.count)",
+                ]) { $1 })
             publishThenSettle(context, policy.invalid(delivery, error: error))
             return
         case .success(let decoded):
@@ -25,10 +27,13 @@ extension Worker {
         }
         let context = JobContext(delivery: delivery, job: job, trace: trace)
         if configuration.queue.type == .classic,
-           redeliveries.withLock({ $0.record(identity: job.id, redelivered: job.redelivered) }) {
-            logger.error("job redelivered too often; dead-lettered as poison", metadata: trace.logMetadata.merging([
-                "job_id": "\(job.id)", "limit": "\(configuration.queue.deliveryLimit)",
-            ]) { $1 })
+            redeliveries.withLock({ $0.record(identity: job.id, redelivered: job.redelivered) })
+        {
+            logger.error(
+                "job redelivered too often; dead-lettered as poison",
+                metadata: trace.logMetadata.merging([
+                    "job_id": "\(job.id)", "limit": "\(configuration.queue.deliveryLimit)",
+                ]) { $1 })
             run(context) { $0.answeredWithoutFetch() }
             publishThenSettle(context, policy.poison(delivery, job: job))
             return
@@ -96,8 +101,10 @@ extension Worker {
     }
 
     /// The scheduler gave the job up from the window: republish it to a delay queue, then ack it.
-    func deferJob(_ context: JobContext, origin: Origin, atLeastSeconds: Double?,
-                  reason: OriginScheduler<JobContext>.DeferralReason) {
+    func deferJob(
+        _ context: JobContext, origin: Origin, atLeastSeconds: Double?,
+        reason: OriginScheduler<JobContext>.DeferralReason
+    ) {
         run(context) { $0.deferred() }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
         guard let job = context.job else { return run(context) { $0.handBack() } }
@@ -107,8 +114,10 @@ extension Worker {
         }
         originMetrics.deferred(reason)
         if logger.logLevel <= .debug {
-            logger.debug("job deferred", metadata: context.trace.logMetadata.merging(
-                ["job_id": "\(job.id)", "origin": "\(origin)"]) { $1 })
+            logger.debug(
+                "job deferred",
+                metadata: context.trace.logMetadata.merging(
+                    ["job_id": "\(job.id)", "origin": "\(origin)"]) { $1 })
         }
         publishThenSettle(context, decision)
     }
@@ -121,13 +130,19 @@ extension Worker {
     /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:)``): `not_an_image`,
     /// `too_many_pixels`, `truncated` or `corrupt_image`. With `verify` `.decode`, libvips then
     /// decodes a body that passed (``ImageDecoder``), and the result carries what it found.
-    static func checkImage(_ body: [UInt8], maxPixels: Int,
-                           verify: WorkerConfiguration.Image.Verify = .structure) -> Result<ImageInfo, JobError> {
+    static func checkImage(
+        _ body: [UInt8], maxPixels: Int,
+        verify: WorkerConfiguration.Image.Verify = .structure
+    ) -> Result<ImageInfo, JobError> {
         let checked = ImagePolicy.check(body, maxPixels: maxPixels).mapError(JobError.init)
         guard verify == .decode, case .success(let info) = checked else { return checked }
         return body.withUnsafeBytes { bytes in
             ImageDecoder.decode(bytes, format: info.format, maxPixels: maxPixels)
-                .map { var decoded = info; decoded.decoded = $0; return decoded }
+                .map {
+                    var decoded = info
+                    decoded.decoded = $0
+                    return decoded
+                }
                 .mapError(JobError.init)
         }
     }
@@ -164,8 +179,10 @@ extension Worker {
         let info: ImageInfo
         let validateSpan = context.trace.stage("validate")
         defer { validateSpan.end() }
-        switch Self.checkImage(response.body, maxPixels: configuration.fetch.maxPixels,
-                               verify: configuration.image.verify) {
+        switch Self.checkImage(
+            response.body, maxPixels: configuration.fetch.maxPixels,
+            verify: configuration.image.verify)
+        {
         case .success(let found):
             info = found
         case .failure(let error):
@@ -181,16 +198,18 @@ extension Worker {
             finish(context, job: job, error: nil, response: response, digest: digest, notModified: true)
             return
         }
-        let request = StorageRequest(body: response.body, sha256: digest, info: info, keyHint: job.key,
-                                     jobID: job.id, sourceURL: job.url)
+        let request = StorageRequest(
+            body: response.body, sha256: digest, info: info, keyHint: job.key,
+            jobID: job.id, sourceURL: job.url)
         let storeSpan = context.trace.stage("store")
         sink.store(request) { result in
             JobTrace.endStore(storeSpan, result)
             self.run(context) { $0.decided() }
             switch result {
             case .success(let stored):
-                self.finish(context, job: job, error: nil, response: response, image: info, digest: digest,
-                            location: stored.location)
+                self.finish(
+                    context, job: job, error: nil, response: response, image: info, digest: digest,
+                    location: stored.location)
             case .failure(let error):
                 self.finish(context, job: job, error: error, response: response)
             }
@@ -212,8 +231,9 @@ extension Worker {
             let timings = response.timings
             // The origin's own time: first byte after the connection (and TLS) was set up.
             let latency = timings.map { max($0.ttfbMs - max($0.connectMs, $0.tlsMs), 0) }
-            return .response(status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
-                             durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfterSeconds)
+            return .response(
+                status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
+                durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfterSeconds)
         }
         switch error?.code {
         case .connectFailed?, .timeout?:
@@ -228,13 +248,16 @@ extension Worker {
     /// Publishes the job's result (or its retry) and settles the delivery; `retryAfterSeconds` is
     /// the origin's `Retry-After` of a 429 or 503, as ``retryAfterSeconds(_:cap:)`` read it.
     /// `notModified`: a refetch found the image unchanged (``OutcomePolicy/isNotModified(_:httpStatus:digest:)``).
-    func finish(_ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
-                retryAfterSeconds: Double? = nil,
-                image: ImageInfo? = nil, digest: String? = nil, location: String? = nil, notModified: Bool = false) {
+    func finish(
+        _ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
+        retryAfterSeconds: Double? = nil,
+        image: ImageInfo? = nil, digest: String? = nil, location: String? = nil, notModified: Bool = false
+    ) {
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
         let status: JobResult.Status = error != nil ? .failed : notModified ? .notModified : .ok
-        var result = JobResult(job: job, status: status, durationMs: elapsed, worker: hostName,
-                               finishedAt: Date().timeIntervalSince1970)
+        var result = JobResult(
+            job: job, status: status, durationMs: elapsed, worker: hostName,
+            finishedAt: Date().timeIntervalSince1970)
         if let response {
             result.httpStatus = response.httpStatus
             result.contentType = response.contentType
@@ -254,8 +277,10 @@ extension Worker {
         result.error = error
         let decision = policy.finished(context.delivery, job: job, result: result, retryAfterSeconds: retryAfterSeconds)
         if logger.logLevel <= .debug {
-            var metadata: Logger.Metadata = ["job_id": "\(job.id)", "outcome": "\(decision.outcome.name)",
-                                             "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)"]
+            var metadata: Logger.Metadata = [
+                "job_id": "\(job.id)", "outcome": "\(decision.outcome.name)",
+                "duration_ms": "\(Int(elapsed))", "attempt": "\(job.attempt)",
+            ]
             // Parsed again here rather than kept in every prefetched job's context.
             if case .success(let url) = URLPolicy.validate(job.url) {
                 metadata["url_host"] = "\(url.host)"
@@ -304,7 +329,9 @@ extension Worker {
         case .ok: stats.succeeded()
         case .notModified: stats.notModified()
         case .retry: stats.retried()
-        case .failedFinal(let code): stats.failed(code); stats.deadLettered()
+        case .failedFinal(let code):
+            stats.failed(code)
+            stats.deadLettered()
         case .failed(let code): stats.failed(code)
         case .deadLettered(let code):
             if code == .invalidJob { stats.failed(code) }

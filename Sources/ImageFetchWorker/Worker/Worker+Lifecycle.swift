@@ -77,9 +77,11 @@ extension Worker {
             stats.metrics.ackLatency.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - receipt.receivedAt))
             count(outcome, redeliveredJobID: context.job.flatMap { $0.redelivered ? $0.id : nil })
         case .nack(let requeue, let failure):
-            logger.warning("publish not confirmed; job handed back", metadata: [
-                "outcome": "\(failure)", "requeue": "\(requeue)",
-            ])
+            logger.warning(
+                "publish not confirmed; job handed back",
+                metadata: [
+                    "outcome": "\(failure)", "requeue": "\(requeue)",
+                ])
             session.nackOnQueue(receipt, requeue: requeue)
         case .leaveToBroker:
             break  // the broker redelivers it; the old tag cannot be used
@@ -98,13 +100,16 @@ extension Worker {
     /// (`fallback`), a result with `properties_too_large` says why first. Runs on the channel queue.
     private func rejectUnencodable(_ context: JobContext, fallback: Bool) {
         let job = fallback ? context.job : nil
-        logger.error("a copy of the job does not fit in a frame; the job is dead-lettered as it came", metadata: [
-            "job_id": "\(job?.id ?? "")", "error": "\(JobError.Code.propertiesTooLarge)",
-        ])
+        logger.error(
+            "a copy of the job does not fit in a frame; the job is dead-lettered as it came",
+            metadata: [
+                "job_id": "\(job?.id ?? "")", "error": "\(JobError.Code.propertiesTooLarge)",
+            ])
         guard let job else { return run(context) { $0.fallbackAnswered(connectionLost: false) } }
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.delivery.receivedAt) / 1e6
-        var result = JobResult(job: job, status: .failed, durationMs: elapsed, worker: hostName,
-                               finishedAt: Date().timeIntervalSince1970)
+        var result = JobResult(
+            job: job, status: .failed, durationMs: elapsed, worker: hostName,
+            finishedAt: Date().timeIntervalSince1970)
         result.error = JobError(
             .propertiesTooLarge,
             "the job's properties leave no room in a frame for the worker's headers; dead-lettered as it came",

@@ -18,7 +18,12 @@ extension Worker {
                 let queues = [self.session.queue, self.workQueue, self.control]
                 for queue in queues {
                     queue.async {
-                        if answered.withLock({ $0 += 1; return $0 }) == queues.count { reply(true) }
+                        if answered.withLock({
+                            $0 += 1
+                            return $0
+                        }) == queues.count {
+                            reply(true)
+                        }
                     }
                 }
             },
@@ -48,21 +53,28 @@ extension Worker {
             case .limitCut(let origin, let cut):
                 originMetrics.limitCuts.increment()
                 if originLog.shouldLog(origin, "cut") {
-                    logger.notice("origin limit cut", metadata: [
-                        "origin": "\(origin)", "from": "\(cut.from)", "to": "\(cut.to)", "signal": "\(cut.signal.rawValue)",
-                    ])
+                    logger.notice(
+                        "origin limit cut",
+                        metadata: [
+                            "origin": "\(origin)", "from": "\(cut.from)", "to": "\(cut.to)",
+                            "signal": "\(cut.signal.rawValue)",
+                        ])
                 }
             case .paused(let origin, let seconds):
                 if originLog.shouldLog(origin, "pause") {
-                    logger.notice("origin paused by Retry-After", metadata: [
-                        "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
-                    ])
+                    logger.notice(
+                        "origin paused by Retry-After",
+                        metadata: [
+                            "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
+                        ])
                 }
             case .backedOff(let origin, let seconds):
                 if originLog.shouldLog(origin, "pause") {
-                    logger.notice("origin paused after a refusal without Retry-After", metadata: [
-                        "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
-                    ])
+                    logger.notice(
+                        "origin paused after a refusal without Retry-After",
+                        metadata: [
+                            "origin": "\(origin)", "seconds": "\(String(format: "%.1f", seconds))",
+                        ])
                 }
             }
         }
@@ -116,14 +128,16 @@ extension Worker {
         let byCode = snapshot.failuresByCode.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
             .joined(separator: ",")
         let origins = admission.gauges()
-        logger.info("summary", metadata: [
-            "rate_per_s": "\(String(format: "%.1f", rate))", "in_flight": "\(snapshot.inFlight)",
-            "waiting": "\(snapshot.waiting)", "ok": "\(snapshot.succeeded)", "failed": "\(snapshot.failed)",
-            "failed_by_code": "\(byCode)",
-            "retried": "\(snapshot.retried)", "dead_lettered": "\(snapshot.deadLettered)",
-            "requeued": "\(snapshot.handedBack)", "connection": "\(session.stateName)",
-            "origins": "\(origins.known)", "origins_paused": "\(origins.paused)",
-        ])
+        logger.info(
+            "summary",
+            metadata: [
+                "rate_per_s": "\(String(format: "%.1f", rate))", "in_flight": "\(snapshot.inFlight)",
+                "waiting": "\(snapshot.waiting)", "ok": "\(snapshot.succeeded)", "failed": "\(snapshot.failed)",
+                "failed_by_code": "\(byCode)",
+                "retried": "\(snapshot.retried)", "dead_lettered": "\(snapshot.deadLettered)",
+                "requeued": "\(snapshot.handedBack)", "connection": "\(session.stateName)",
+                "origins": "\(origins.known)", "origins_paused": "\(origins.paused)",
+            ])
     }
 }
 
@@ -167,7 +181,9 @@ enum OriginReport {
             writer.field("in_flight", origin.inFlight)
             writer.field("waiting", origin.waiting)
             if let paused = origin.pausedForSeconds { writer.field("paused_for_s", decimal: paused) }
-            if let baseline = origin.latencyBaselineMilliseconds { writer.field("latency_baseline_ms", decimal: baseline) }
+            if let baseline = origin.latencyBaselineMilliseconds {
+                writer.field("latency_baseline_ms", decimal: baseline)
+            }
             writer.field("overload_responses", origin.overloadResponses)
             writer.field("slow_start", origin.slowStart)
             writer.endObject()

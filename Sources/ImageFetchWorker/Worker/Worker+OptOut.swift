@@ -5,8 +5,10 @@ extension Worker {
     /// Runs `fetch` when robots.txt allows the job's URL (or is not consulted); otherwise ends
     /// the job `opted_out`, or hands it back if the robots.txt fetch it waited for was aborted.
     /// The job keeps its origin slot and permit meanwhile: the robots.txt fetch is made in it.
-    func checkRobots(_ context: JobContext, job: Job, url: String, slot: OriginSlot,
-                     then fetch: @escaping @Sendable () -> Void) {
+    func checkRobots(
+        _ context: JobContext, job: Job, url: String, slot: OriginSlot,
+        then fetch: @escaping @Sendable () -> Void
+    ) {
         guard let robotsGate else { return fetch() }
         robotsGate.check(url, origin: slot.origin) { [self] verdict in
             switch verdict {

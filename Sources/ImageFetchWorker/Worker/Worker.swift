@@ -74,17 +74,20 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
             allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
         do {
-            self.fetchEngine = try FetchEngine(configuration: configuration.fetch, addressPolicy: { address in
-                // Unknown address families are refused: the guard only allows what it can judge.
-                guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
-                return policy.deniedClass(of: ip)
-            }, maxConnections: concurrency, completionQueue: workQueue,
-            maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
-            runBatch: { CompletionBatch.run($0) })
+            self.fetchEngine = try FetchEngine(
+                configuration: configuration.fetch,
+                addressPolicy: { address in
+                    // Unknown address families are refused: the guard only allows what it can judge.
+                    guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
+                    return policy.deniedClass(of: ip)
+                }, maxConnections: concurrency, completionQueue: workQueue,
+                maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
+                runBatch: { CompletionBatch.run($0) })
         } catch {
             throw JobError(error)  // the start-up line it has always printed
         }
-        self.robotsGate = configuration.fetch.robots == .respect
+        self.robotsGate =
+            configuration.fetch.robots == .respect
             ? RobotsGate(configuration: configuration.fetch, engine: fetchEngine, metrics: optOutMetrics) : nil
         switch configuration.storage.kind {
         case .file:
@@ -137,28 +140,32 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     /// cannot fix (credentials, TLS files): those are thrown.
     package func start() throws {
         if !configuration.amqp.tls.verify {
-            logger.warning(configuration.amqp.urls.contains(where: \.tls)
-                ? "INSECURE: amqp.tls.verify=false: the broker's certificate and host name are NOT checked; anyone on the network path can impersonate the broker and read the credentials and jobs"
-                : "amqp.tls.verify=false has no effect: no amqps:// broker URL is configured")
+            logger.warning(
+                configuration.amqp.urls.contains(where: \.tls)
+                    ? "INSECURE: amqp.tls.verify=false: the broker's certificate and host name are NOT checked; anyone on the network path can impersonate the broker and read the credentials and jobs"
+                    : "amqp.tls.verify=false has no effect: no amqps:// broker URL is configured")
         }
         if configuration.http.port > 0 {
-            healthServer = try HealthServer(host: configuration.http.host, port: configuration.http.port,
-                                            probes: probes, logger: logger)
+            healthServer = try HealthServer(
+                host: configuration.http.host, port: configuration.http.port,
+                probes: probes, logger: logger)
         }
         do throws(AMQPError) {
             try session.start(retrying: true)
-        } catch where error.code == .login || error.code == .tls {
+        } catch  where error.code == .login || error.code == .tls {
             throw error
         } catch {
             logger.warning("the broker is not reachable yet; retrying", metadata: ["error": "\(error)"])
         }
         startSummaryTimer()
         startDepthSampling()
-        logger.info("worker started", metadata: [
-            "concurrency": "\(configuration.worker.concurrency)", "prefetch": "\(configuration.amqp.prefetch)",
-            "queue": "\(configuration.queue.jobs)", "storage": "\(configuration.storage.kind.rawValue)",
-            "adaptive_limits": "\(configuration.scheduler.adaptive)",
-        ])
+        logger.info(
+            "worker started",
+            metadata: [
+                "concurrency": "\(configuration.worker.concurrency)", "prefetch": "\(configuration.amqp.prefetch)",
+                "queue": "\(configuration.queue.jobs)", "storage": "\(configuration.storage.kind.rawValue)",
+                "adaptive_limits": "\(configuration.scheduler.adaptive)",
+            ])
     }
 
     /// Drains and closes, as SIGTERM does; `completion` runs once with the exit status. Further
@@ -201,9 +208,11 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
                 }
             }
         case .abortFetches:
-            logger.warning("drain timeout: aborting fetches still running", metadata: [
-                "in_flight": "\(stats.snapshot.inFlight)",
-            ])
+            logger.warning(
+                "drain timeout: aborting fetches still running",
+                metadata: [
+                    "in_flight": "\(stats.snapshot.inFlight)"
+                ])
             fetchEngine.cancelAll()
             DispatchQueue.global().async { [self] in
                 let drained = inFlight.wait(timeout: .now() + 5) == .success
@@ -266,7 +275,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         // them, so they must not be worked on (their tags can never be acked).
         let dropped = dropWaitingJobs(nack: false)
         if dropped > 0 {
-            logger.info("dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
+            logger.info(
+                "dropped deliveries of the lost channel; the broker redelivers them", metadata: ["count": "\(dropped)"])
         }
     }
 

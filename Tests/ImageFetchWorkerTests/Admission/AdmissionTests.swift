@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import Testing
+
 @testable import ImageFetchWorker
 
 /// `Admission`, the runner around the scheduler (issue 33): the real pump on its queue, with an
@@ -22,12 +23,16 @@ import Testing
         let calls = DispatchSemaphore(value: 0)
 
         var handlers: Admission<String>.Handlers {
-            .init(start: { ticket in self.started.withLock { $0.append(ticket) }; self.calls.signal() },
-                  deferJob: { job, origin, atLeast, _ in
-                      self.deferred.withLock { $0.append((job, origin, atLeast)) }
-                      self.calls.signal()
-                  },
-                  events: { events in self.events.withLock { $0 += events } })
+            .init(
+                start: { ticket in
+                    self.started.withLock { $0.append(ticket) }
+                    self.calls.signal()
+                },
+                deferJob: { job, origin, atLeast, _ in
+                    self.deferred.withLock { $0.append((job, origin, atLeast)) }
+                    self.calls.signal()
+                },
+                events: { events in self.events.withLock { $0 += events } })
         }
 
         var startedJobs: [String] { started.withLock { $0.map(\.element) } }
@@ -57,21 +62,29 @@ import Testing
         let semaphore: DispatchSemaphore
         let group: DispatchGroup
 
-        init(permits: Int, settings: OriginScheduler<String>.Settings = AdmissionTests.settings(),
-             sweepInterval: DispatchTimeInterval = .seconds(60)) {
-            let (recorder, clock, semaphore, group) = (Recorder(), FakeClock(), DispatchSemaphore(value: permits),
-                                                       DispatchGroup())
-            admission = Admission(settings: settings, semaphore: semaphore, inFlight: group,
-                                  sweepInterval: sweepInterval, clock: clock.read, jitter: { 0.5 },
-                                  handlers: recorder.handlers)
+        init(
+            permits: Int, settings: OriginScheduler<String>.Settings = AdmissionTests.settings(),
+            sweepInterval: DispatchTimeInterval = .seconds(60)
+        ) {
+            let (recorder, clock, semaphore, group) = (
+                Recorder(), FakeClock(), DispatchSemaphore(value: permits),
+                DispatchGroup()
+            )
+            admission = Admission(
+                settings: settings, semaphore: semaphore, inFlight: group,
+                sweepInterval: sweepInterval, clock: clock.read, jitter: { 0.5 },
+                handlers: recorder.handlers)
             (self.recorder, self.clock, self.semaphore, self.group) = (recorder, clock, semaphore, group)
         }
 
         /// Ends a started job's fetch as the worker does: the outcome, then its permit back, and
         /// the job leaves the group once settled.
-        func finish(_ ticket: Admission<String>.Ticket, _ outcome: OriginScheduler<String>.FetchOutcome = .response(
-            status: 200, latencyNanoseconds: 10 * AdmissionTests.ms, durationNanoseconds: 10 * AdmissionTests.ms,
-            retryAfterSeconds: nil)) {
+        func finish(
+            _ ticket: Admission<String>.Ticket,
+            _ outcome: OriginScheduler<String>.FetchOutcome = .response(
+                status: 200, latencyNanoseconds: 10 * AdmissionTests.ms, durationNanoseconds: 10 * AdmissionTests.ms,
+                retryAfterSeconds: nil)
+        ) {
             admission.finished(ticket.slot, outcome: outcome)
             semaphore.signal()
             group.leave()
@@ -166,12 +179,16 @@ import Testing
         fixture.admission.submit("a0", origin: Self.a)
         #expect(fixture.recorder.waitForCalls(1))
         let refused = fixture.recorder.started.withLock { $0[0] }
-        fixture.finish(refused, .response(status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms,
-                                          retryAfterSeconds: 30))
-        #expect(fixture.recorder.events.withLock { $0 } == [
-            .limitCut(Self.a, OriginLimiter.Cut(from: 4, to: 2, signal: .tooManyRequests)),
-            .paused(Self.a, seconds: 30),
-        ])
+        fixture.finish(
+            refused,
+            .response(
+                status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms,
+                retryAfterSeconds: 30))
+        #expect(
+            fixture.recorder.events.withLock { $0 } == [
+                .limitCut(Self.a, OriginLimiter.Cut(from: 4, to: 2, signal: .tooManyRequests)),
+                .paused(Self.a, seconds: 30),
+            ])
         // B's jobs fill the window (nothing starts while the broker blocks publishing).
         fixture.admission.setBlocked(true)
         for index in 0..<2 { fixture.admission.submit("b\(index)", origin: Self.b) }
@@ -196,8 +213,10 @@ import Testing
         for index in 1...3 { fixture.admission.submit("a\(index)", origin: Self.a) }
         // A alone with a full window, nothing deferred until it is paused.
         #expect(fixture.recorder.noCall(within: 100))
-        fixture.finish(fixture.recorder.started.withLock { $0[0] }, .response(
-            status: 503, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 120))
+        fixture.finish(
+            fixture.recorder.started.withLock { $0[0] },
+            .response(
+                status: 503, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 120))
         fixture.admission.submit("a4", origin: Self.a)  // the window is full of the paused origin's jobs again
         #expect(fixture.recorder.waitForCalls(4))
         #expect(Set(fixture.recorder.deferredJobs) == ["a1", "a2", "a3", "a4"])
@@ -211,8 +230,10 @@ import Testing
         let fixture = Fixture(permits: 4, settings: Self.settings(window: 16))
         fixture.admission.submit("a0", origin: Self.a)
         #expect(fixture.recorder.waitForCalls(1))
-        fixture.finish(fixture.recorder.started.withLock { $0[0] }, .response(
-            status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 60))
+        fixture.finish(
+            fixture.recorder.started.withLock { $0[0] },
+            .response(
+                status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 60))
         fixture.admission.submit("a1", origin: Self.a)
         #expect(fixture.recorder.deferredJobs.isEmpty)  // alone, window far from full, nothing known behind
         fixture.admission.queueSampled(ready: 500)

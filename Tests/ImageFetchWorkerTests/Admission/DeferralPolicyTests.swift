@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct DeferralPolicyTests {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct OriginLimiterTests {
@@ -40,7 +41,9 @@ import Testing
         var limiter = OriginLimiter(settings: .init(minLimit: 1, maxLimit: 64, initialLimit: 8))
         var now: UInt64 = 0
         for _ in 0..<200 {
-            limiter.succeeded(latencyNanoseconds: 2 * Self.second, startedAt: now, inFlight: limiter.limit, now: now + 2 * Self.second)
+            limiter.succeeded(
+                latencyNanoseconds: 2 * Self.second, startedAt: now, inFlight: limiter.limit, now: now + 2 * Self.second
+            )
             now += 10 * Self.ms
         }
         #expect(limiter.limit == 64)
@@ -54,7 +57,8 @@ import Testing
         }
         for index in 100..<200 {
             // Ten times the baseline, but 5 ms: CPU load on the worker's machine, not the origin.
-            let cut = limiter.succeeded(latencyNanoseconds: 5 * Self.ms, startedAt: UInt64(index), inFlight: 32, now: UInt64(index))
+            let cut = limiter.succeeded(
+                latencyNanoseconds: 5 * Self.ms, startedAt: UInt64(index), inFlight: 32, now: UInt64(index))
             #expect(cut == nil)
         }
         #expect(limiter.limit == 32)
@@ -71,7 +75,9 @@ import Testing
         let cutTime = now
         for _ in 0..<20 {
             // Requests started before the first cut share its congestion event.
-            if let cut = limiter.succeeded(latencyNanoseconds: 600 * Self.ms, startedAt: cutTime, inFlight: 64, now: now) {
+            if let cut = limiter.succeeded(
+                latencyNanoseconds: 600 * Self.ms, startedAt: cutTime, inFlight: 64, now: now)
+            {
                 cuts.append(cut)
             }
             now += Self.ms
@@ -95,7 +101,8 @@ import Testing
         // probe interval.
         let later = 31 * Self.second
         for index in 0..<10 {
-            limiter.succeeded(latencyNanoseconds: nil, startedAt: later, inFlight: limiter.limit, now: later + UInt64(index))
+            limiter.succeeded(
+                latencyNanoseconds: nil, startedAt: later, inFlight: limiter.limit, now: later + UInt64(index))
         }
         #expect(limiter.ceiling == nil)
         #expect(limiter.limit == 9)
@@ -105,7 +112,8 @@ import Testing
         var limiter = OriginLimiter(settings: .init(minLimit: 2, maxLimit: 4, initialLimit: 100))
         #expect(limiter.limit == 4)
         for index in 0..<10 {
-            limiter.overloaded(.connectFailure, inFlightAtStart: 1, startedAt: UInt64(index * 2 + 1), now: UInt64(index * 2 + 2))
+            limiter.overloaded(
+                .connectFailure, inFlightAtStart: 1, startedAt: UInt64(index * 2 + 1), now: UInt64(index * 2 + 2))
         }
         #expect(limiter.limit == 2)
     }

@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+
 @testable import ImageFetchWorker
 
 /// A 429 or 503 without `Retry-After` (issue 31, §6): the origin pauses with an exponential
@@ -34,8 +35,10 @@ import Testing
     }
 
     /// Starts one job of `origin` at `now` and lets it be refused at `now + 1 ms`; the events.
-    static func refuseOne(_ scheduler: inout OriginScheduler<String>, _ origin: Origin, now: UInt64,
-                          status: Int = 429) -> [OriginScheduler<String>.Event] {
+    static func refuseOne(
+        _ scheduler: inout OriginScheduler<String>, _ origin: Origin, now: UInt64,
+        status: Int = 429
+    ) -> [OriginScheduler<String>.Event] {
         _ = scheduler.enqueue("job", origin: origin, now: now)
         guard let start = scheduler.next(now: now) else { return [] }
         return scheduler.finished(start.slot, outcome: refused(status), now: now + ms)
@@ -122,16 +125,20 @@ import Testing
         var scheduler = Self.scheduler(jitter)
         _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
         let start = scheduler.next(now: 0)!
-        let events = scheduler.finished(start.slot, outcome: .response(
-            status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 3), now: Self.ms)
+        let events = scheduler.finished(
+            start.slot,
+            outcome: .response(
+                status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 3),
+            now: Self.ms)
         #expect(events.contains(.paused(Self.a, seconds: 3)))
         #expect(Self.pauses(events).isEmpty)
         #expect(jitter.calls == 0)
     }
 
     @Test func aZeroFirstPauseOnlyCuts() {
-        var settings = OriginScheduler<String>.Settings(limiter: .init(minLimit: 1, maxLimit: 8, initialLimit: 8),
-                                                        window: 16)
+        var settings = OriginScheduler<String>.Settings(
+            limiter: .init(minLimit: 1, maxLimit: 8, initialLimit: 8),
+            window: 16)
         settings.overloadPauseNanoseconds = 0
         var scheduler = OriginScheduler<String>(settings: settings, jitter: { 0.5 })
         let events = Self.refuseOne(&scheduler, Self.a, now: 0)

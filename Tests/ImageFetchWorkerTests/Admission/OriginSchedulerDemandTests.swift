@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The window shared by demand (issue 31, §4), in simulations of the worker on a fake clock.
@@ -13,7 +14,10 @@ import Testing
         let total = weights.reduce(0, +)
         var cumulative: [Double] = []
         var sum = 0.0
-        for weight in weights { sum += weight / total; cumulative.append(sum) }
+        for weight in weights {
+            sum += weight / total
+            cumulative.append(sum)
+        }
         var random = SimulationRandom(state: seed)
         return (0..<jobs).map { _ in
             let draw = random.unit()
@@ -50,8 +54,10 @@ import Testing
         simulation.capacity = 48
         simulation.run(until: 20_000 * Self.ms)
         #expect(simulation.completed > 5_000)
-        #expect(simulation.totalDeferrals * 100 <= simulation.completed,
-                "deferred \(simulation.totalDeferrals) of \(simulation.completed): \(simulation.deferred.sorted { $0.key < $1.key }.prefix(10))")
+        #expect(
+            simulation.totalDeferrals * 100 <= simulation.completed,
+            "deferred \(simulation.totalDeferrals) of \(simulation.completed): \(simulation.deferred.sorted { $0.key < $1.key }.prefix(10))"
+        )
     }
 
     /// The same mix, but one mid-popular origin turns slow: from 5 s on it answers in 3 s instead
@@ -62,8 +68,11 @@ import Testing
         var simulation = SchedulerSimulation(
             origins: 100, concurrency: 64, window: 128,
             delay: { origin, now in
-                if origin == slow { return now >= 5_000 * SchedulerSimulation.ms ? 3_000 * SchedulerSimulation.ms
-                                                                                  : 40 * SchedulerSimulation.ms }
+                if origin == slow {
+                    return now >= 5_000 * SchedulerSimulation.ms
+                        ? 3_000 * SchedulerSimulation.ms
+                        : 40 * SchedulerSimulation.ms
+                }
                 return UInt64(20 + (origin * 37) % 61) * SchedulerSimulation.ms
             },
             stream: { stream[$0 % stream.count] })

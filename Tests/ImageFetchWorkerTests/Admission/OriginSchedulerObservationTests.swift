@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// What `/origins` and `/metrics` read under admission's lock (issue 33, defect 9): bounded by the

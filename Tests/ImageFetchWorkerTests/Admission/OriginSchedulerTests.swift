@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct OriginSchedulerTests {
@@ -8,13 +9,17 @@ import Testing
     static let c = Origin(scheme: "http", host: "c.example", port: 8080)
 
     static func scheduler(concurrency: Int = 32, initial: Int? = nil, window: Int = 64) -> OriginScheduler<String> {
-        OriginScheduler(settings: .init(
-            limiter: .init(minLimit: 1, maxLimit: concurrency, initialLimit: initial ?? concurrency), window: window),
+        OriginScheduler(
+            settings: .init(
+                limiter: .init(minLimit: 1, maxLimit: concurrency, initialLimit: initial ?? concurrency), window: window
+            ),
             jitter: { 0.5 })
     }
 
     /// Takes up to `permits` jobs, as admission does with that many free global permits.
-    static func take(_ scheduler: inout OriginScheduler<String>, _ permits: Int, now: UInt64 = 0) -> [OriginScheduler<String>.Start] {
+    static func take(
+        _ scheduler: inout OriginScheduler<String>, _ permits: Int, now: UInt64 = 0
+    ) -> [OriginScheduler<String>.Start] {
         var started: [OriginScheduler<String>.Start] = []
         while started.count < permits, let start = scheduler.next(now: now) { started.append(start) }
         return started
@@ -72,9 +77,12 @@ import Testing
         var scheduler = Self.scheduler()
         for index in 0..<10 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
         let first = Self.take(&scheduler, 1)[0]
-        let events = scheduler.finished(first.slot, outcome: .response(status: 503, latencyNanoseconds: Self.ms,
-                                                                  durationNanoseconds: Self.ms, retryAfterSeconds: 3),
-                                        now: 10 * Self.ms)
+        let events = scheduler.finished(
+            first.slot,
+            outcome: .response(
+                status: 503, latencyNanoseconds: Self.ms,
+                durationNanoseconds: Self.ms, retryAfterSeconds: 3),
+            now: 10 * Self.ms)
         #expect(events.contains(.paused(Self.a, seconds: 3)))
         #expect(!scheduler.hasStartable(now: 3_009 * Self.ms))
         #expect(scheduler.next(now: 3_009 * Self.ms) == nil)
@@ -87,12 +95,18 @@ import Testing
         for index in 0..<40 { _ = scheduler.enqueue("a\(index)", origin: Self.a, now: 0) }
         let started = Self.take(&scheduler, 32)
         #expect(started.count == 16)
-        let events = scheduler.finished(started[12].slot, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
-                                                                        durationNanoseconds: Self.ms, retryAfterSeconds: nil),
-                                        now: Self.ms)
+        let events = scheduler.finished(
+            started[12].slot,
+            outcome: .response(
+                status: 429, latencyNanoseconds: Self.ms,
+                durationNanoseconds: Self.ms, retryAfterSeconds: nil),
+            now: Self.ms)
         // The first step of the backoff: 1 s, of which the upper half is jitter (0.5 here).
-        #expect(events == [.limitCut(Self.a, OriginLimiter.Cut(from: 16, to: 8, signal: .tooManyRequests)),
-                           .backedOff(Self.a, seconds: 0.75)])
+        #expect(
+            events == [
+                .limitCut(Self.a, OriginLimiter.Cut(from: 16, to: 8, signal: .tooManyRequests)),
+                .backedOff(Self.a, seconds: 0.75),
+            ])
         #expect(scheduler.hasStartable(now: Self.ms) == false)  // 15 running over a limit of 8, and paused
         #expect(scheduler.isPaused(Self.a, now: 750 * Self.ms))
         #expect(!scheduler.isPaused(Self.a, now: 751 * Self.ms))
@@ -124,8 +138,11 @@ import Testing
         _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
         let started = Self.take(&scheduler, 2)
         let aStart = started.first { $0.origin == Self.a }!
-        _ = scheduler.finished(aStart.slot, outcome: .response(status: 429, latencyNanoseconds: Self.ms,
-                                                          durationNanoseconds: Self.ms, retryAfterSeconds: 30), now: Self.ms)
+        _ = scheduler.finished(
+            aStart.slot,
+            outcome: .response(
+                status: 429, latencyNanoseconds: Self.ms,
+                durationNanoseconds: Self.ms, retryAfterSeconds: 30), now: Self.ms)
         _ = scheduler.sweep(now: Self.ms)
         // While the window has room the broker can deliver B's jobs anyway: A's stay.
         for index in 1...3 { #expect(scheduler.enqueue("a\(index)", origin: Self.a, now: 2 * Self.ms) == nil) }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The prefetch window: which waiting jobs leave it, and when (docs/scheduling.md, "The prefetch

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct RetryAfterTests {
@@ -24,7 +25,9 @@ import Testing
         #expect(RetryAfter.seconds("Tue, 24 Nov 2026 11:00:00 GMT", now: Self.now, cap: 300) == 0)
     }
 
-    @Test(arguments: [nil, "", "-1", "soon", "1.5", "3 seconds", "Tue, 32 Nov 2026 12:00:30 GMT", "Tue, 24 Nov 2026 25:00:30 GMT"])
+    @Test(arguments: [
+        nil, "", "-1", "soon", "1.5", "3 seconds", "Tue, 32 Nov 2026 12:00:30 GMT", "Tue, 24 Nov 2026 25:00:30 GMT",
+    ])
     func missingNegativeOrGarbageFallsBack(value: String?) {
         #expect(RetryAfter.seconds(value, now: Self.now, cap: 300) == nil)
     }

@@ -36,8 +36,10 @@ struct SchedulerSimulation {
     /// every origin looks slower at once.
     var capacity: Int?
 
-    init(origins: Int, concurrency: Int, window: Int, settings: ((inout OriginScheduler<Job>.Settings) -> Void)? = nil,
-         delay: @escaping (Int, UInt64) -> UInt64, stream: @escaping (Int) -> Int) {
+    init(
+        origins: Int, concurrency: Int, window: Int, settings: ((inout OriginScheduler<Job>.Settings) -> Void)? = nil,
+        delay: @escaping (Int, UInt64) -> UInt64, stream: @escaping (Int) -> Int
+    ) {
         var schedulerSettings = OriginScheduler<Job>.Settings(
             limiter: .init(minLimit: 1, maxLimit: concurrency, initialLimit: 8), window: window)
         settings?(&schedulerSettings)
@@ -66,9 +68,12 @@ struct SchedulerSimulation {
             if running[index].end <= now {
                 let slot = running.remove(at: index).slot
                 let duration = now - slot.startedAt
-                _ = scheduler.finished(slot, outcome: .response(status: 200, latencyNanoseconds: duration,
-                                                                durationNanoseconds: duration, retryAfterSeconds: nil),
-                                       now: now)
+                _ = scheduler.finished(
+                    slot,
+                    outcome: .response(
+                        status: 200, latencyNanoseconds: duration,
+                        durationNanoseconds: duration, retryAfterSeconds: nil),
+                    now: now)
                 completed += 1
             } else {
                 index += 1
@@ -96,8 +101,10 @@ struct SchedulerSimulation {
     }
 
     private mutating func arrive(_ job: Job) {
-        if let deferral = scheduler.enqueue(job, origin: origins[job.origin], now: now,
-                                            deferredBefore: job.deferrals > 0) {
+        if let deferral = scheduler.enqueue(
+            job, origin: origins[job.origin], now: now,
+            deferredBefore: job.deferrals > 0)
+        {
             leave(deferral.element)
         }
     }

@@ -1,5 +1,6 @@
 import ImageSamples
 import Testing
+
 @testable import ImageFetchWorker
 
 /// Which bodies are kept as images, and the typed reason for each that is not; the result codes
@@ -13,8 +14,9 @@ import Testing
     @Test func eachRefusalSaysWhy() {
         #expect(ImagePolicy.check(Array("<html></html>".utf8), maxPixels: 100).refusal.map(Self.kind) == "notAnImage")
         #expect(ImagePolicy.check([], maxPixels: 100).refusal.map(Self.kind) == "notAnImage")
-        #expect(ImagePolicy.check(ImageSamples.png(width: 11, height: 10), maxPixels: 100).refusal
-            == .tooManyPixels(width: 11, height: 10))
+        #expect(
+            ImagePolicy.check(ImageSamples.png(width: 11, height: 10), maxPixels: 100).refusal
+                == .tooManyPixels(width: 11, height: 10))
         let cut = Array(ImageSamples.png(width: 3, height: 2).dropLast(6))
         #expect(ImagePolicy.check(cut, maxPixels: 100).refusal.map(Self.kind) == "structure")
     }
@@ -29,12 +31,15 @@ import Testing
     }
 
     @Test func theRefusalsKeepTheirResultCodesAndMessages() {
-        #expect(JobError(ImagePolicy.Refusal.tooManyPixels(width: 7, height: 9))
-            == JobError(.tooManyPixels, "the image needs 7 × 9 pixels, over fetch.max_pixels"))
-        #expect(JobError(ImagePolicy.Refusal.notAnImage(reason: "no signature"))
-            == JobError(.notAnImage, "the body is not a supported image (no signature)"))
-        #expect(JobError(ImagePolicy.Refusal.notAnImage(reason: nil))
-            == JobError(.notAnImage, "the body is not a supported image"))
+        #expect(
+            JobError(ImagePolicy.Refusal.tooManyPixels(width: 7, height: 9))
+                == JobError(.tooManyPixels, "the image needs 7 × 9 pixels, over fetch.max_pixels"))
+        #expect(
+            JobError(ImagePolicy.Refusal.notAnImage(reason: "no signature"))
+                == JobError(.notAnImage, "the body is not a supported image (no signature)"))
+        #expect(
+            JobError(ImagePolicy.Refusal.notAnImage(reason: nil))
+                == JobError(.notAnImage, "the body is not a supported image"))
     }
 
     static func kind(_ refusal: ImagePolicy.Refusal) -> String {

@@ -14,21 +14,28 @@ import Testing
     }
 
     @Test func valuesFromTheEnvironment() throws {
-        let fetch = try ConfigurationLoader.load(arguments: [], environment: [
-            "FETCH_ROBOTS": "respect", "FETCH_OPT_OUT_DIRECTIVES": "NoAI, noimageai", "FETCH_OPT_OUT_TDM_RESERVATION": "no",
-            "FETCH_OPT_OUT_USER_AGENT": "My_Bot", "FETCH_OPT_OUT_ROBOTS_TTL": "1h", "FETCH_OPT_OUT_ROBOTS_ERROR_TTL": "30s",
-            "FETCH_OPT_OUT_ROBOTS_MAX_ORIGINS": "50",
-        ]).fetch
+        let fetch = try ConfigurationLoader.load(
+            arguments: [],
+            environment: [
+                "FETCH_ROBOTS": "respect", "FETCH_OPT_OUT_DIRECTIVES": "NoAI, noimageai",
+                "FETCH_OPT_OUT_TDM_RESERVATION": "no",
+                "FETCH_OPT_OUT_USER_AGENT": "My_Bot", "FETCH_OPT_OUT_ROBOTS_TTL": "1h",
+                "FETCH_OPT_OUT_ROBOTS_ERROR_TTL": "30s",
+                "FETCH_OPT_OUT_ROBOTS_MAX_ORIGINS": "50",
+            ]
+        ).fetch
         #expect(fetch.robots == .respect)
         #expect(fetch.optOut.directives == ["noai", "noimageai"])
         #expect(!fetch.optOut.tdmReservation)
         #expect(fetch.optOut.userAgent == "My_Bot")
-        #expect(fetch.optOut.robotsTTL == 3600 && fetch.optOut.robotsErrorTTL == 30 && fetch.optOut.robotsMaxOrigins == 50)
+        #expect(
+            fetch.optOut.robotsTTL == 3600 && fetch.optOut.robotsErrorTTL == 30 && fetch.optOut.robotsMaxOrigins == 50)
     }
 
     @Test func anEmptyListAndNoTDMTurnTheHeaderChecksOff() throws {
         let fetch = try ConfigurationLoader.load(
-            arguments: [], environment: ["FETCH_OPT_OUT_DIRECTIVES": "", "FETCH_OPT_OUT_TDM_RESERVATION": "false"]).fetch
+            arguments: [], environment: ["FETCH_OPT_OUT_DIRECTIVES": "", "FETCH_OPT_OUT_TDM_RESERVATION": "false"]
+        ).fetch
         #expect(fetch.optOut.directives.isEmpty)
         #expect(fetch.optOut.policy == nil)
     }

@@ -1,5 +1,6 @@
-@testable import ImageFetchWorker
 import Testing
+
+@testable import ImageFetchWorker
 
 /// The robots.txt cache as a state machine, on a clock the test moves.
 @Suite struct RobotsCacheTests {
@@ -107,8 +108,11 @@ import Testing
             let missing = outcome(FetchResponse(httpStatus: status, failure: .httpStatus(status)))
             #expect(missing.0 == .missing && missing.1 == .allowAll, "\(status)")
         }
-        for failure in [FetchError.httpStatus(500), .httpStatus(503), .httpStatus(429), .connectFailed(.refused), .timeout, .dnsFailure,
-                        .tooManyRedirects(limit: 5), .addressRefused(addressClass: "private")] {
+        for failure in [
+            FetchError.httpStatus(500), .httpStatus(503), .httpStatus(429), .connectFailed(.refused), .timeout,
+            .dnsFailure,
+            .tooManyRedirects(limit: 5), .addressRefused(addressClass: "private"),
+        ] {
             let unreachable = outcome(FetchResponse(failure: failure))
             #expect(unreachable.0 == .unreachable && unreachable.1 == .disallowAll, "\(failure)")
         }

@@ -1,5 +1,6 @@
-@testable import ImageFetchWorker
 import Testing
+
+@testable import ImageFetchWorker
 
 /// robots.txt parsing and matching, with RFC 9309's own examples.
 @Suite struct RobotsTxtTests {
@@ -51,20 +52,23 @@ import Testing
     }
 
     @Test func productTokenMatchesWithoutCaseAndVersion() {
-        let rules = Self.rules("User-agent: Image-Fetch-Worker/2.1 (+https://x)\nDisallow: /private\n", agent: "image-fetch-worker")
+        let rules = Self.rules(
+            "User-agent: Image-Fetch-Worker/2.1 (+https://x)\nDisallow: /private\n", agent: "image-fetch-worker")
         #expect(!rules.allows("/private/a.png"))
         #expect(rules.allows("/public/a.png"))
     }
 
     @Test func groupsForTheSameAgentAreMerged() {
-        let rules = Self.rules("user-agent: a\ndisallow: /x\n\nuser-agent: b\ndisallow: /y\n\nuser-agent: a\ndisallow: /z\n", agent: "a")
+        let rules = Self.rules(
+            "user-agent: a\ndisallow: /x\n\nuser-agent: b\ndisallow: /y\n\nuser-agent: a\ndisallow: /z\n", agent: "a")
         #expect(!rules.allows("/x") && !rules.allows("/z"))
         #expect(rules.allows("/y"))
     }
 
     /// RFC 9309 §2.2.2: the most specific (longest) match wins; allow wins a tie.
     @Test func longestMatchAndAllowWinsTies() {
-        let rules = Self.rules("User-agent: *\nAllow: /example/page/\nDisallow: /example/page/disallowed.gif\nDisallow: /ex\nAllow: /ex\n")
+        let rules = Self.rules(
+            "User-agent: *\nAllow: /example/page/\nDisallow: /example/page/disallowed.gif\nDisallow: /ex\nAllow: /ex\n")
         #expect(rules.allows("/example/page/"))
         #expect(!rules.allows("/example/page/disallowed.gif"))
         #expect(rules.allows("/exhibit"), "allow and disallow of the same length: allow")
@@ -74,7 +78,8 @@ import Testing
 
     /// RFC 9309 §2.2.3: `*` and `$`.
     @Test func wildcards() {
-        let rules = Self.rules("User-agent: *\nDisallow: /*.php$\nDisallow: /fish*\nDisallow: /a*b*c\nAllow: /*.php$x\n")
+        let rules = Self.rules(
+            "User-agent: *\nDisallow: /*.php$\nDisallow: /fish*\nDisallow: /a*b*c\nAllow: /*.php$x\n")
         #expect(!rules.allows("/filename.php"))
         #expect(!rules.allows("/folder/filename.php"))
         #expect(rules.allows("/filename.php?parameters"))
@@ -112,7 +117,8 @@ import Testing
     }
 
     @Test func commentsCRLFAndBOMAndUnknownLines() {
-        let text = "\u{FEFF}# hi\r\nUser-agent: * # everyone\r\nCrawl-delay: 10\r\nSitemap: https://x/s.xml\r\nDisallow: /a # no\r\n"
+        let text =
+            "\u{FEFF}# hi\r\nUser-agent: * # everyone\r\nCrawl-delay: 10\r\nSitemap: https://x/s.xml\r\nDisallow: /a # no\r\n"
         let rules = Self.rules(text)
         #expect(!rules.allows("/a/b"))
         #expect(rules.allows("/b"))

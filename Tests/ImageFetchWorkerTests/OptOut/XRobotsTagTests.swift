@@ -1,5 +1,6 @@
-@testable import ImageFetchWorker
 import Testing
+
+@testable import ImageFetchWorker
 
 /// `X-Robots-Tag` as Google documents it, and which directives end a job.
 @Suite struct XRobotsTagTests {
@@ -7,7 +8,8 @@ import Testing
     static let policy = OptOutPolicy(directives: all, tdmReservation: true, userAgent: "image-fetch-worker")
 
     @Test func commaSeparatedDirectivesWithoutCaseOrSpaces() {
-        #expect(XRobotsTag.directives(["noarchive, NoAI ,nosnippet"], userAgent: "x") == ["noarchive", "noai", "nosnippet"])
+        #expect(
+            XRobotsTag.directives(["noarchive, NoAI ,nosnippet"], userAgent: "x") == ["noarchive", "noai", "nosnippet"])
         #expect(XRobotsTag.directives(["noindex", "noml"], userAgent: "x") == ["noindex", "noml"])
         #expect(XRobotsTag.directives([",, ,"], userAgent: "x") == [])
     }
@@ -21,12 +23,14 @@ import Testing
     @Test func aUserAgentPrefixScopesTheRestOfTheField() {
         // Google's examples: `googlebot: nofollow`, `otherbot: noindex, nofollow`.
         #expect(XRobotsTag.directives(["googlebot: nofollow"], userAgent: "image-fetch-worker") == [])
-        #expect(XRobotsTag.directives(["otherbot: noindex, nofollow"], userAgent: "OtherBot") == ["noindex", "nofollow"])
+        #expect(
+            XRobotsTag.directives(["otherbot: noindex, nofollow"], userAgent: "OtherBot") == ["noindex", "nofollow"])
         #expect(XRobotsTag.directives(["googlebot: noindex", "noai"], userAgent: "mine") == ["noai"])
         // A later prefix in the same field switches the scope.
         #expect(XRobotsTag.directives(["otherbot: noindex, mine: noai"], userAgent: "mine") == ["noai"])
         #expect(Self.policy.signal(xRobotsTag: ["googlebot: noai"], tdmReservation: []) == nil)
-        #expect(Self.policy.signal(xRobotsTag: ["Image-Fetch-Worker: noimageai"], tdmReservation: [])
+        #expect(
+            Self.policy.signal(xRobotsTag: ["Image-Fetch-Worker: noimageai"], tdmReservation: [])
                 == .xRobotsTag(directive: "noimageai"))
     }
 
@@ -38,7 +42,9 @@ import Testing
     @Test func onlyConfiguredDirectivesCount() {
         let aiOnly = OptOutPolicy(directives: ["noai", "noimageai"], tdmReservation: false, userAgent: "w")
         #expect(aiOnly.signal(xRobotsTag: ["noindex, noimageindex"], tdmReservation: []) == nil)
-        #expect(aiOnly.signal(xRobotsTag: ["noindex, noimageai"], tdmReservation: []) == .xRobotsTag(directive: "noimageai"))
+        #expect(
+            aiOnly.signal(xRobotsTag: ["noindex, noimageai"], tdmReservation: []) == .xRobotsTag(directive: "noimageai")
+        )
         #expect(aiOnly.signal(xRobotsTag: [], tdmReservation: ["1"]) == nil, "tdm_reservation off")
         let none = OptOutPolicy(directives: [], tdmReservation: false, userAgent: "w")
         #expect(!none.isActive)

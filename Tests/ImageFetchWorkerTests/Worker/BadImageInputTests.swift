@@ -116,17 +116,23 @@ private typealias S = ImageSamples
     private func heicWithThumbnailAsPrimary() -> [UInt8] {
         let hdlr = S.fullBox("hdlr", S.be32(0) + S.ascii("pict") + [UInt8](repeating: 0, count: 12) + [0])
         let pitm = S.fullBox("pitm", S.be16(1))
-        func infe(_ id: Int) -> [UInt8] { S.box("infe", [2, 0, 0, 0] + S.be16(id) + S.be16(0) + S.ascii("hvc1") + [0]) }
+        func infe(_ id: Int) -> [UInt8] {
+            S.box("infe", [2, 0, 0, 0] + S.be16(id) + S.be16(0) + S.ascii("hvc1") + [0])
+        }
         let iinf = S.fullBox("iinf", S.be16(2) + infe(1) + infe(2))
         let iref = S.fullBox("iref", S.box("thmb", S.be16(1) + S.be16(1) + S.be16(2)))
-        let ipco = S.box("ipco", S.box("hvcC", [1, 0, 0, 0]) + S.fullBox("ispe", S.be32(1197) + S.be32(1227))
-            + S.fullBox("ispe", S.be32(564) + S.be32(870)))
+        let ipco = S.box(
+            "ipco",
+            S.box("hvcC", [1, 0, 0, 0]) + S.fullBox("ispe", S.be32(1197) + S.be32(1227))
+                + S.fullBox("ispe", S.be32(564) + S.be32(870)))
         let ipma = S.fullBox("ipma", S.be32(2) + S.be16(1) + [2, 0x81, 0x02] + S.be16(2) + [2, 0x81, 0x03])
         let iprp = S.box("iprp", ipco + ipma)
         let ftyp = S.ftyp(major: "heic", compatible: ["mif1", "heic"])
         func iloc(_ at: Int) -> [UInt8] {
-            S.fullBox("iloc", [0x44, 0x00] + S.be16(2) + S.be16(1) + S.be16(0) + S.be16(1) + S.be32(at) + S.be32(2)
-                + S.be16(2) + S.be16(0) + S.be16(1) + S.be32(at + 2) + S.be32(2))
+            S.fullBox(
+                "iloc",
+                [0x44, 0x00] + S.be16(2) + S.be16(1) + S.be16(0) + S.be16(1) + S.be32(at) + S.be32(2)
+                    + S.be16(2) + S.be16(0) + S.be16(1) + S.be32(at + 2) + S.be32(2))
         }
         let metaSize = 12 + hdlr.count + pitm.count + iinf.count + iref.count + iloc(0).count + iprp.count
         let meta = S.fullBox("meta", hdlr + pitm + iinf + iprp + iref + iloc(ftyp.count + metaSize + 8))

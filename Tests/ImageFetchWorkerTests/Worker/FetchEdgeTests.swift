@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// Where the pipeline takes a fetch's response: the origin's `Retry-After`, read once, and what the
@@ -26,19 +27,26 @@ import Testing
     @Test func theSchedulerGetsTheDelayAsParsed() {
         let response = FetchResponse(httpStatus: 429, timings: Self.timings, failure: .httpStatus(429))
         let outcome = Worker.originOutcome(response, error: response.error, retryAfterSeconds: 12)
-        #expect(outcome == .response(status: 429, latencyNanoseconds: 2_000_000, durationNanoseconds: 5_000_000,
-                                     retryAfterSeconds: 12))
+        #expect(
+            outcome
+                == .response(
+                    status: 429, latencyNanoseconds: 2_000_000, durationNanoseconds: 5_000_000,
+                    retryAfterSeconds: 12))
     }
 
     @Test func withoutAResponseOnlyConnectFailuresAndTimeoutsCount() {
-        for failure in [FetchError.timeout, .connectFailed(.refused), .setupFailed(reason: "x"), .transferFailed(reason: "x")] {
+        for failure in [
+            FetchError.timeout, .connectFailed(.refused), .setupFailed(reason: "x"), .transferFailed(reason: "x"),
+        ] {
             let response = FetchResponse(timings: Self.timings, failure: failure)
-            #expect(Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
-                == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
+            #expect(
+                Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
+                    == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
         }
         for failure in [FetchError.dnsFailure, .tls, .addressRefused(addressClass: "private"), .aborted] {
             let response = FetchResponse(timings: Self.timings, failure: failure)
-            #expect(Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil) == .other, "\(failure)")
+            #expect(
+                Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil) == .other, "\(failure)")
         }
     }
 }

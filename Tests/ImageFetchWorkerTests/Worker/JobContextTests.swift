@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct JobContextTests {
@@ -8,11 +9,13 @@ import Testing
     @Test func aStartedJobDoesNotKeepItselfAlive() {
         weak var released: JobContext?
         do {
-            var scheduler = OriginScheduler<JobContext>(settings: .init(
-                limiter: .init(minLimit: 1, maxLimit: 4, initialLimit: 4), window: 8))
+            var scheduler = OriginScheduler<JobContext>(
+                settings: .init(
+                    limiter: .init(minLimit: 1, maxLimit: 4, initialLimit: 4), window: 8))
             let delivery = Delivery(tag: 1, epoch: 1, redelivered: false, body: Array("{}".utf8))
-            let context = JobContext(delivery: delivery, job: Job(id: "j", url: "http://a.example/x.png"),
-                                     trace: JobTrace(delivery: delivery, queue: "jobs"))
+            let context = JobContext(
+                delivery: delivery, job: Job(id: "j", url: "http://a.example/x.png"),
+                trace: JobTrace(delivery: delivery, queue: "jobs"))
             released = context
             let origin = Origin(scheme: "http", host: "a.example", port: 80)
             _ = scheduler.enqueue(context, origin: origin, now: 0)

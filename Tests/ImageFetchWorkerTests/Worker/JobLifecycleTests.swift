@@ -1,13 +1,16 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The job's lifecycle, event by event: what it holds in each state, and that each permit, origin
 /// slot and group membership is given back exactly once, on every path (issue 34).
 @Suite struct JobLifecycleTests {
-    static let slot = OriginSlot(origin: Origin(scheme: "http", host: "a.example", port: 80), startedAt: 7,
-                                 inFlightAtStart: 1)
-    static let served = OriginFetchOutcome.response(status: 200, latencyNanoseconds: 1_000, durationNanoseconds: 2_000,
-                                                    retryAfterSeconds: nil)
+    static let slot = OriginSlot(
+        origin: Origin(scheme: "http", host: "a.example", port: 80), startedAt: 7,
+        inFlightAtStart: 1)
+    static let served = OriginFetchOutcome.response(
+        status: 200, latencyNanoseconds: 1_000, durationNanoseconds: 2_000,
+        retryAfterSeconds: nil)
 
     /// What the actions of one job took and gave back.
     struct Ledger {
@@ -20,7 +23,9 @@ import Testing
             switch action {
             case .none, .rejectUnencodable: break
             case .enterGroup: group += 1
-            case .fetch: permits += 1; slots += 1
+            case .fetch:
+                permits += 1
+                slots += 1
             case .reportToOrigin: slotsReturned += 1
             case .releasePermit: permitsReleased += 1
             case .dropWaiting: groupLeft += 1
@@ -34,7 +39,10 @@ import Testing
 
         /// Admission holds the group for a submitted job, and the permit and slot for an admitted one.
         mutating func admittedByScheduler(canStart: Bool) {
-            if !canStart { permits += 1; slots += 1 }
+            if !canStart {
+                permits += 1
+                slots += 1
+            }
         }
 
         var balanced: Bool {
@@ -80,8 +88,9 @@ import Testing
         #expect(job.on { $0.publishAnswered(.confirmed) } == JobLifecycle.Action.none)
         #expect(job.on { $0.publishAnswered(.confirmed) } == JobLifecycle.Action.none)
         #expect(job.lifecycle.phase == .inFlight)
-        #expect(job.on { $0.publishAnswered(.confirmed) }
-            == .settle(.ack(.ok), ending: .init(publishFailure: nil, errorCode: nil)))
+        #expect(
+            job.on { $0.publishAnswered(.confirmed) }
+                == .settle(.ack(.ok), ending: .init(publishFailure: nil, errorCode: nil)))
         #expect(job.lifecycle.state == .settled)
         #expect(job.lifecycle.phase == .done)
         #expect(job.ledger.balanced)
@@ -144,8 +153,9 @@ import Testing
         // The store's completion: the outcome (a retry for storage_failed) is known.
         #expect(job.on { $0.decided() } == .releasePermit)
         job.on { $0.publishing(1, outcome: .retry, requeueIfUnconfirmed: true) }
-        #expect(job.on { $0.publishAnswered(.confirmed) }
-            == .settle(.ack(.retry), ending: .init(publishFailure: nil, errorCode: nil)))
+        #expect(
+            job.on { $0.publishAnswered(.confirmed) }
+                == .settle(.ack(.retry), ending: .init(publishFailure: nil, errorCode: nil)))
         #expect(job.ledger.balanced)
     }
 
@@ -156,9 +166,11 @@ import Testing
         job.on { $0.decided() }
         job.on { $0.publishing(2, outcome: .failed(.httpError), requeueIfUnconfirmed: true) }
         #expect(job.on { $0.publishAnswered(.nacked) } == JobLifecycle.Action.none)
-        #expect(job.on { $0.publishAnswered(.confirmed) } == .settle(
-            .nack(requeue: true, failure: .nacked),
-            ending: .init(publishFailure: .nacked, errorCode: JobError.Code.httpError.rawValue)))
+        #expect(
+            job.on { $0.publishAnswered(.confirmed) }
+                == .settle(
+                    .nack(requeue: true, failure: .nacked),
+                    ending: .init(publishFailure: .nacked, errorCode: JobError.Code.httpError.rawValue)))
         #expect(job.lifecycle.state == .settled)
         #expect(job.ledger.balanced)
     }
@@ -167,9 +179,11 @@ import Testing
         var job = Job()
         job.on { $0.answeredWithoutFetch() }
         job.on { $0.publishing(1, outcome: .deadLettered(.invalidJob), requeueIfUnconfirmed: false) }
-        #expect(job.on { $0.publishAnswered(.returned) } == .settle(
-            .nack(requeue: false, failure: .returned),
-            ending: .init(publishFailure: .returned, errorCode: JobError.Code.invalidJob.rawValue)))
+        #expect(
+            job.on { $0.publishAnswered(.returned) }
+                == .settle(
+                    .nack(requeue: false, failure: .returned),
+                    ending: .init(publishFailure: .returned, errorCode: JobError.Code.invalidJob.rawValue)))
         #expect(job.ledger.balanced)
     }
 
@@ -179,9 +193,11 @@ import Testing
         job.on { $0.fetched(Self.served) }
         job.on { $0.decided() }
         job.on { $0.publishing(1, outcome: .ok, requeueIfUnconfirmed: true) }
-        #expect(job.on { $0.publishAnswered(.nacked) } == .settle(
-            .nack(requeue: true, failure: .nacked),
-            ending: .init(publishFailure: .nacked, errorCode: "publish_unconfirmed")))
+        #expect(
+            job.on { $0.publishAnswered(.nacked) }
+                == .settle(
+                    .nack(requeue: true, failure: .nacked),
+                    ending: .init(publishFailure: .nacked, errorCode: "publish_unconfirmed")))
     }
 
     @Test func aConnectionLostWhilePublishingLeavesTheDeliveryToTheBroker() {
@@ -191,8 +207,10 @@ import Testing
         job.on { $0.decided() }
         job.on { $0.publishing(2, outcome: .ok, requeueIfUnconfirmed: true) }
         job.on { $0.publishAnswered(.connectionLost) }
-        #expect(job.on { $0.publishAnswered(.connectionLost) } == .settle(
-            .leaveToBroker, ending: .init(publishFailure: .connectionLost, errorCode: "publish_unconfirmed")))
+        #expect(
+            job.on { $0.publishAnswered(.connectionLost) }
+                == .settle(
+                    .leaveToBroker, ending: .init(publishFailure: .connectionLost, errorCode: "publish_unconfirmed")))
         #expect(job.lifecycle.state == .handedBack)
         #expect(job.ledger.balanced)
     }
@@ -217,8 +235,9 @@ import Testing
         #expect(job.on { $0.deferred() } == JobLifecycle.Action.none)
         #expect(job.lifecycle.phase == .inFlight)
         job.on { $0.publishing(1, outcome: .deferred, requeueIfUnconfirmed: true) }
-        #expect(job.on { $0.publishAnswered(.confirmed) }
-            == .settle(.ack(.deferred), ending: .init(publishFailure: nil, errorCode: nil)))
+        #expect(
+            job.on { $0.publishAnswered(.confirmed) }
+                == .settle(.ack(.deferred), ending: .init(publishFailure: nil, errorCode: nil)))
         #expect(job.ledger.balanced)
     }
 
@@ -252,8 +271,10 @@ import Testing
         job.on { $0.fetched(Self.served) }
         job.on { $0.decided() }
         job.on { $0.publishing(1, outcome: .ok, requeueIfUnconfirmed: true) }
-        #expect(job.on { $0.publishAnswered(.unencodable) } == .rejectUnencodable(
-            fallback: false, ending: .init(publishFailure: .unencodable, errorCode: "publish_unconfirmed")))
+        #expect(
+            job.on { $0.publishAnswered(.unencodable) }
+                == .rejectUnencodable(
+                    fallback: false, ending: .init(publishFailure: .unencodable, errorCode: "publish_unconfirmed")))
     }
 
     @Test func aLostChannelDuringTheFallbackLeavesTheDeliveryToTheBroker() {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 @Suite struct OutcomePolicyTests {
@@ -15,11 +16,14 @@ import Testing
         var properties = AMQPProperties()
         properties.headers = headers
         properties.headers["x-custom"] = .string("kept")
-        return Delivery(tag: 7, epoch: 1, redelivered: false, properties: properties, body: Array(#"{"id":"j1","url":"https://a.example/x.png"}"#.utf8))
+        return Delivery(
+            tag: 7, epoch: 1, redelivered: false, properties: properties,
+            body: Array(#"{"id":"j1","url":"https://a.example/x.png"}"#.utf8))
     }
 
     static func result(_ job: Job, error: JobError?) -> JobResult {
-        var result = JobResult(job: job, status: error == nil ? .ok : .failed, durationMs: 1, worker: "w", finishedAt: 0)
+        var result = JobResult(
+            job: job, status: error == nil ? .ok : .failed, durationMs: 1, worker: "w", finishedAt: 0)
         result.error = error
         return result
     }
@@ -54,8 +58,9 @@ import Testing
 
     @Test func aRetryableFailureRetriesWithTheAttemptsDelayAndKeepsTheHeaders() {
         let job = Job(id: "j1", url: "https://a.example/x.png", attempt: 2, firstSeen: "2026-11-24T00:00:00Z")
-        let decision = Self.policy().finished(Self.delivery(), job: job,
-                                              result: Self.result(job, error: JobError(.timeout, "slow")))
+        let decision = Self.policy().finished(
+            Self.delivery(), job: job,
+            result: Self.result(job, error: JobError(.timeout, "slow")))
         #expect(decision.outcome == .retry)
         #expect(decision.messages.count == 1)
         let copy = decision.messages[0]
@@ -81,8 +86,9 @@ import Testing
 
     @Test func theLastAttemptPublishesTheResultAndADeadCopy() {
         let job = Job(id: "j1", url: "https://a.example/x.png", attempt: 3)
-        let decision = Self.policy().finished(Self.delivery(), job: job,
-                                              result: Self.result(job, error: JobError(.connectFailed, "refused")))
+        let decision = Self.policy().finished(
+            Self.delivery(), job: job,
+            result: Self.result(job, error: JobError(.connectFailed, "refused")))
         #expect(decision.outcome == .failedFinal(.connectFailed))
         #expect(decision.messages.map(\.routingKey) == ["image-fetch.results", "image-fetch.dead"])
         let dead = decision.messages[1]
@@ -93,8 +99,9 @@ import Testing
 
     @Test func aFailureNotWorthRetryingPublishesTheResultOnly() {
         let job = Job(id: "j1", url: "https://a.example/x.png")
-        let decision = Self.policy().finished(Self.delivery(), job: job,
-                                              result: Self.result(job, error: JobError(.notAnImage, "text")))
+        let decision = Self.policy().finished(
+            Self.delivery(), job: job,
+            result: Self.result(job, error: JobError(.notAnImage, "text")))
         #expect(decision.outcome == .failed(.notAnImage))
         #expect(decision.messages.map(\.routingKey) == ["image-fetch.results"])
     }
@@ -117,19 +124,23 @@ import Testing
     @Test func aDeferralUsesNoAttemptAndBacksOff() throws {
         let job = Job(id: "j1", url: "https://a.example/x.png", attempt: 2)
         let policy = Self.policy()
-        let first = try #require(policy.deferred(Self.delivery(headers: ["x-attempt": .int(2)]), job: job, atLeastSeconds: nil))
+        let first = try #require(
+            policy.deferred(Self.delivery(headers: ["x-attempt": .int(2)]), job: job, atLeastSeconds: nil))
         #expect(first.outcome == .deferred)
         let copy = first.messages[0]
         #expect(copy.routingKey == "image-fetch.jobs.defer.1s")
         #expect(copy.properties.headers["x-attempt"] == .int(2))
         #expect(copy.properties.headers["x-deferrals"] == .int(1))
         #expect(copy.properties.headers["x-deferred-seconds"] == .int(1))
-        let second = try #require(policy.deferred(
-            Self.delivery(headers: copy.properties.headers), job: job, atLeastSeconds: nil))
+        let second = try #require(
+            policy.deferred(
+                Self.delivery(headers: copy.properties.headers), job: job, atLeastSeconds: nil))
         #expect(second.messages[0].routingKey == "image-fetch.jobs.defer.5s")
         #expect(second.messages[0].properties.headers["x-deferred-seconds"] == .int(6))
         // 6 + 5 > 10: the budget is spent.
-        #expect(policy.deferred(Self.delivery(headers: second.messages[0].properties.headers), job: job, atLeastSeconds: nil) == nil)
+        #expect(
+            policy.deferred(
+                Self.delivery(headers: second.messages[0].properties.headers), job: job, atLeastSeconds: nil) == nil)
     }
 
     @Test func originBusyIsDeadLetteredWithItsResult() {

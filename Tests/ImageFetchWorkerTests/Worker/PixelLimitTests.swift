@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ImageFetchWorker
 
 /// The worker's pixel check bounds what a decoder would allocate, not just the header's size.
@@ -19,7 +20,11 @@ import Testing
     }
 
     @Test func theHeaderSizeStillCounts() {
-        #expect(Worker.pixelLimitError(ImageInfo(format: .png, width: 10_000, height: 10_000), maxPixels: 50_000_000)?.code == .tooManyPixels)
-        #expect(Worker.pixelLimitError(ImageInfo(format: .png, width: .max, height: 2), maxPixels: 50_000_000)?.code == .tooManyPixels)
+        #expect(
+            Worker.pixelLimitError(ImageInfo(format: .png, width: 10_000, height: 10_000), maxPixels: 50_000_000)?.code
+                == .tooManyPixels)
+        #expect(
+            Worker.pixelLimitError(ImageInfo(format: .png, width: .max, height: 2), maxPixels: 50_000_000)?.code
+                == .tooManyPixels)
     }
 }

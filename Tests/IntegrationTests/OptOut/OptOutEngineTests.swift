@@ -78,8 +78,9 @@ import Testing
     }
 
     @Test func concurrentChecksShareOneRobotsFetch() async throws {
-        let behaviour = OptOutOrigin.Behaviour(robots: .body("User-agent: image-fetch-worker\nDisallow: /no/\n"),
-                                               robotsDelay: .milliseconds(200))
+        let behaviour = OptOutOrigin.Behaviour(
+            robots: .body("User-agent: image-fetch-worker\nDisallow: /no/\n"),
+            robotsDelay: .milliseconds(200))
         try await Self.withEngine(behaviour) { origin, engine, configuration in
             let gate = RobotsGate(configuration: configuration, engine: engine, metrics: nil)
             let key = Origin(scheme: "http", host: "127.0.0.1", port: origin.port)
@@ -87,9 +88,12 @@ import Testing
                 for index in 0..<40 {
                     group.addTask {
                         let path = index.isMultiple(of: 2) ? "/no/\(index).png" : "/yes/\(index).png"
-                        return (index, await withCheckedContinuation { continuation in
-                            gate.check(origin.url(path), origin: key) { continuation.resume(returning: $0) }
-                        })
+                        return (
+                            index,
+                            await withCheckedContinuation { continuation in
+                                gate.check(origin.url(path), origin: key) { continuation.resume(returning: $0) }
+                            }
+                        )
                     }
                 }
                 var all: [Int: RobotsGate.Verdict] = [:]

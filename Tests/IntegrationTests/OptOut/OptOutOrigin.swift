@@ -111,12 +111,17 @@ private final class OptOutHandler: ChannelInboundHandler {
             let delay = state.behaviour.robotsDelay
             let answer = state.behaviour.robots
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds * 1_000_000_000
-                + delay.components.attoseconds / 1_000_000_000))) {
+            context.eventLoop.scheduleTask(
+                in: .nanoseconds(
+                    Int64(
+                        delay.components.seconds * 1_000_000_000
+                            + delay.components.attoseconds / 1_000_000_000))
+            ) {
                 let (handler, context) = bound.value
                 switch answer {
                 case .body(let text): handler.respond(context, status: 200, type: "text/plain", body: Array(text.utf8))
-                case .status(let status): handler.respond(context, status: status, type: "text/plain", body: Array("no\n".utf8))
+                case .status(let status):
+                    handler.respond(context, status: status, type: "text/plain", body: Array("no\n".utf8))
                 }
             }
             return
@@ -125,7 +130,9 @@ private final class OptOutHandler: ChannelInboundHandler {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "image/png")
             headers.add(name: "X-Robots-Tag", value: "noai")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil
+            )
             stream(context, chunk: ByteBuffer(bytes: [UInt8](repeating: 0x42, count: 16 * 1024)))
             return
         }
@@ -140,7 +147,8 @@ private final class OptOutHandler: ChannelInboundHandler {
         var headers = HTTPHeaders()
         headers.add(name: "Location", value: location)
         headers.add(name: "Content-Length", value: "0")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
@@ -153,8 +161,10 @@ private final class OptOutHandler: ChannelInboundHandler {
         }
     }
 
-    private func respond(_ context: ChannelHandlerContext, status: Int, type: String, body: [UInt8],
-                         extra: [(String, String)] = []) {
+    private func respond(
+        _ context: ChannelHandlerContext, status: Int, type: String, body: [UInt8],
+        extra: [(String, String)] = []
+    ) {
         guard active else { return }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: type)

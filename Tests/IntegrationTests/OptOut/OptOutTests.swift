@@ -16,8 +16,10 @@ struct OptOutTests {
     /// Publishes one job per `(id, url)`, each stored under the key `<id>.png` (so that what is
     /// stored shows which jobs stored, whatever their bytes), runs a worker until every result is
     /// in, and drains it.
-    static func run(_ name: String, jobs: [(String, String)], concurrency: Int = 8,
-                    configure: (inout WorkerConfiguration) -> Void = { _ in }) async throws -> Run {
+    static func run(
+        _ name: String, jobs: [(String, String)], concurrency: Int = 8,
+        configure: (inout WorkerConfiguration) -> Void = { _ in }
+    ) async throws -> Run {
         var configuration = try TestBroker.configuration(name)
         defer { TestBroker.cleanUp(configuration) }
         let storage = FileManager.default.temporaryDirectory.appendingPathComponent("optout-\(UUID().uuidString)").path
@@ -29,7 +31,9 @@ struct OptOutTests {
         configuration.worker.drainTimeout = 5
         configuration.retry.delays = [1]
         configure(&configuration)
-        #expect(try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1, key: "\($0.0).png") })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1, key: "\($0.0).png") })
                 == jobs.count)
         let collector = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { collector.close() }
@@ -51,8 +55,11 @@ struct OptOutTests {
         }
         let stored = (FileManager.default.enumerator(atPath: storage)?.allObjects as? [String] ?? [])
             .filter { !$0.hasSuffix("/") && !(($0 as NSString).lastPathComponent.hasPrefix(".")) }
-            .filter { var isDirectory: ObjCBool = false
-                return FileManager.default.fileExists(atPath: storage + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue }
+            .filter {
+                var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: storage + "/" + $0, isDirectory: &isDirectory)
+                    && !isDirectory.boolValue
+            }
         return Run(results: results, stored: stored, metrics: metrics)
     }
 
@@ -70,15 +77,18 @@ struct OptOutTests {
     @Test("X-Robots-Tag noai and tdm-reservation: 1 end opted_out before the body; nothing is stored")
     func headerSignals() async throws {
         let origin = try await OptOutOrigin.start()
-        let jobs = [("noai", origin.url("/noai/a.png")), ("tdm", origin.url("/tdm/b.png")),
-                    ("scoped", origin.url("/scoped/c.png")), ("plain", origin.url("/plain/d.png")),
-                    ("endless", origin.url("/noai-endless"))]
+        let jobs = [
+            ("noai", origin.url("/noai/a.png")), ("tdm", origin.url("/tdm/b.png")),
+            ("scoped", origin.url("/scoped/c.png")), ("plain", origin.url("/plain/d.png")),
+            ("endless", origin.url("/noai-endless")),
+        ]
         let run = try await Self.run("opt-out-headers", jobs: jobs)
         for id in ["noai", "tdm", "endless"] {
             #expect(run.results[id]?["status"] as? String == "failed", "\(id)")
             #expect(Self.code(run.results[id]) == "opted_out", "\(id): \(String(describing: run.results[id]))")
         }
-        #expect((run.results["noai"]?["error"] as? [String: Any])?["message"] as? String
+        #expect(
+            (run.results["noai"]?["error"] as? [String: Any])?["message"] as? String
                 == "the image's X-Robots-Tag says noai")
         // A directive scoped to another crawler does not apply; a plain image is fetched.
         #expect(run.results["scoped"]?["status"] as? String == "ok")
@@ -101,8 +111,13 @@ struct OptOutTests {
     @Test("an empty fetch.opt_out.directives and tdm_reservation=false ignore the headers")
     func headerSignalsOff() async throws {
         let origin = try await OptOutOrigin.start()
-        let run = try await Self.run("opt-out-headers-off", jobs: [("noai", origin.url("/noai/a.png")),
-                                                                    ("tdm", origin.url("/tdm/b.png"))]) {
+        let run = try await Self.run(
+            "opt-out-headers-off",
+            jobs: [
+                ("noai", origin.url("/noai/a.png")),
+                ("tdm", origin.url("/tdm/b.png")),
+            ]
+        ) {
             $0.fetch.optOut.directives = []
             $0.fetch.optOut.tdmReservation = false
         }
@@ -132,15 +147,17 @@ struct OptOutTests {
         }
         for (id, _) in privateJobs {
             #expect(Self.code(run.results[id]) == "opted_out", "\(id)")
-            #expect((run.results[id]?["error"] as? [String: Any])?["message"] as? String
+            #expect(
+                (run.results[id]?["error"] as? [String: Any])?["message"] as? String
                     == "the origin's robots.txt disallows this path")
         }
         for (id, _) in publicJobs + open { #expect(run.results[id]?["status"] as? String == "ok", "\(id)") }
         let log = origin.log
         #expect(log.count("/robots.txt") == 1, "one robots.txt request for \(run.results.count) jobs: \(log.paths)")
         #expect(log.paths.first == "/robots.txt")
-        #expect(!log.paths.contains { $0.hasPrefix("/private/") && $0 != "/private/open.png" },
-                "a disallowed image is never requested")
+        #expect(
+            !log.paths.contains { $0.hasPrefix("/private/") && $0 != "/private/open.png" },
+            "a disallowed image is never requested")
         #expect(Set(run.stored) == Set((publicJobs + open).map { "\($0.0).png" }))
         #expect(Self.metric(run.metrics, #"image_fetch_opted_out_total{signal="robots_txt"}"#) == privateJobs.count)
         #expect(Self.metric(run.metrics, #"image_fetch_robots_fetches_total{outcome="ok"}"#) == 1)
@@ -153,7 +170,10 @@ struct OptOutTests {
         let failing = try await OptOutOrigin.start(.init(robots: .status(503)))
         let ignored = try await OptOutOrigin.start(.init(robots: .body("User-agent: *\nDisallow: /\n")))
         let jobs = (0..<4).flatMap { index in
-            [("missing-\(index)", missing.url("/a/\(index).png")), ("failing-\(index)", failing.url("/a/\(index).png"))]
+            [
+                ("missing-\(index)", missing.url("/a/\(index).png")),
+                ("failing-\(index)", failing.url("/a/\(index).png")),
+            ]
         }
         let run = try await Self.run("opt-out-robots-status", jobs: jobs) { $0.fetch.robots = .respect }
         for index in 0..<4 {

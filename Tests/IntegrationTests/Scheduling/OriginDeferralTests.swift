@@ -8,12 +8,16 @@ import Testing
 @Suite(.enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"), .serialized)
 struct OriginDeferralTests {
     /// A worker with its operations endpoint on a free port.
-    static func worker(_ configuration: WorkerConfiguration, _ extra: [String: String]) throws
+    static func worker(
+        _ configuration: WorkerConfiguration, _ extra: [String: String]
+    ) throws
         -> (WorkerProcess, OperationsEndpoint)
     {
         let port = try TestBroker.freePort()
-        let worker = try OriginSchedulingTests.worker(configuration, extra.merging(
-            ["HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new })
+        let worker = try OriginSchedulingTests.worker(
+            configuration,
+            extra.merging(
+                ["HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new })
         return (worker, try OperationsEndpoint(port: port))
     }
 
@@ -40,14 +44,18 @@ struct OriginDeferralTests {
             let name = index % 4 == 0 ? names[0] : names[1 + (index * 7) % 50]
             return ("p-\(index)", origin.url("/p-\(index).png", name: name))
         }
-        #expect(try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
+        #expect(
+            try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
                 == jobs.count)
-        let (worker, endpoint) = try Self.worker(configuration, [
-            "WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "64", "FETCH_RESOLVE": origin.resolve(names),
-        ])
+        let (worker, endpoint) = try Self.worker(
+            configuration,
+            [
+                "WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "64", "FETCH_RESOLVE": origin.resolve(names),
+            ])
         let ids = Set(jobs.map(\.0))
-        #expect(await OriginSchedulingTests.waitForIDs(results, ids, since: Date(), timeout: 120) != nil,
-                "worker log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await OriginSchedulingTests.waitForIDs(results, ids, since: Date(), timeout: 120) != nil,
+            "worker log:\n\(worker.log.suffix(2000))")
         let (byID, _) = OriginSchedulingTests.byID(results)
         #expect(byID.values.allSatisfy { $0["status"] as? String == "ok" })
         let deferred = await Self.deferrals(endpoint)
@@ -76,11 +84,13 @@ struct OriginDeferralTests {
             jobs.append(("h-\(index)", healthy.url("/h-\(index).png")))
             if index % 10 == 0 { jobs.append(("r-\(index / 10)", refusing.url("/r-\(index / 10).png"))) }
         }
-        #expect(try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
+        #expect(
+            try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
                 == jobs.count)
         let (worker, _) = try Self.worker(configuration, ["WORKER_CONCURRENCY": "2", "RETRY_DELAYS": "1s"])
-        #expect(await OriginSchedulingTests.waitForIDs(results, Set(jobs.map(\.0)), since: Date(), timeout: 60) != nil,
-                "worker log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await OriginSchedulingTests.waitForIDs(results, Set(jobs.map(\.0)), since: Date(), timeout: 60) != nil,
+            "worker log:\n\(worker.log.suffix(2000))")
         let (byID, _) = OriginSchedulingTests.byID(results)
         #expect(byID.values.allSatisfy { $0["status"] as? String == "ok" })
 
@@ -120,8 +130,9 @@ struct OriginDeferralTests {
         let (worker, endpoint) = try Self.worker(configuration, ["WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "16"])
         let took = await OriginSchedulingTests.waitForIDs(results, Set(bJobs.map(\.0)), since: start, timeout: 30)
         #expect(took != nil, "B's jobs were still waiting after 30 s; worker log:\n\(worker.log.suffix(2000))")
-        print("behind-paused: B's 20 jobs done after \(took.map { String(format: "%.1f", $0) } ?? "> 30") s, "
-              + "\(Int(await Self.deferrals(endpoint) ?? -1)) deferrals")
+        print(
+            "behind-paused: B's 20 jobs done after \(took.map { String(format: "%.1f", $0) } ?? "> 30") s, "
+                + "\(Int(await Self.deferrals(endpoint) ?? -1)) deferrals")
         #expect((took ?? 60) < 15)
         #expect(next.log.served == 20)
         #expect(await worker.stop() == 0)

@@ -13,8 +13,9 @@ struct OriginSchedulingTests {
     }
 
     static func worker(_ configuration: WorkerConfiguration, _ extra: [String: String]) throws -> WorkerProcess {
-        try WorkerProcess(environment: TestBroker.environment(configuration, storage: storage())
-            .merging(extra) { _, new in new })
+        try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: storage())
+                .merging(extra) { _, new in new })
     }
 
     /// The results by job id (a duplicate keeps its last), and how many duplicates there were.
@@ -30,7 +31,9 @@ struct OriginSchedulingTests {
     }
 
     /// Waits until a result arrived for every id in `ids`; returns the seconds it took, or nil.
-    static func waitForIDs(_ results: QueueCollector, _ ids: Set<String>, since start: Date, timeout: Double) async -> Double? {
+    static func waitForIDs(
+        _ results: QueueCollector, _ ids: Set<String>, since start: Date, timeout: Double
+    ) async -> Double? {
         let deadline = start.addingTimeInterval(timeout)
         while Date() < deadline {
             if ids.isSubset(of: Set(byID(results).results.keys)) { return Date().timeIntervalSince(start) }
@@ -55,11 +58,15 @@ struct OriginSchedulingTests {
         let count = 1_100
         let aloneIDs = (0..<count).map { "alone-\($0)" }
         let aloneStart = Date()
-        #expect(try TestBroker.publish(configuration, bodies: aloneIDs.map {
-            JobPublisher.jobBody(id: $0, url: fast.url("/\($0).png"))
-        }) == count)
-        let alone = try #require(await Self.waitForIDs(results, Set(aloneIDs), since: aloneStart, timeout: 60),
-                                 "worker log:\n\(worker.log.suffix(2000))")
+        #expect(
+            try TestBroker.publish(
+                configuration,
+                bodies: aloneIDs.map {
+                    JobPublisher.jobBody(id: $0, url: fast.url("/\($0).png"))
+                }) == count)
+        let alone = try #require(
+            await Self.waitForIDs(results, Set(aloneIDs), since: aloneStart, timeout: 60),
+            "worker log:\n\(worker.log.suffix(2000))")
 
         var mixed: [(String, String)] = []
         for index in 0..<count {
@@ -68,12 +75,16 @@ struct OriginSchedulingTests {
         }
         let fastIDs = Set(mixed.map(\.0).filter { $0.hasPrefix("fast-") })
         let mixedStart = Date()
-        #expect(try TestBroker.publish(configuration, bodies: mixed.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
+        #expect(
+            try TestBroker.publish(configuration, bodies: mixed.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
                 == mixed.count)
-        let fastInMix = try #require(await Self.waitForIDs(results, fastIDs, since: mixedStart, timeout: 120),
-                                     "worker log:\n\(worker.log.suffix(2000))")
+        let fastInMix = try #require(
+            await Self.waitForIDs(results, fastIDs, since: mixedStart, timeout: 120),
+            "worker log:\n\(worker.log.suffix(2000))")
         let share = alone / fastInMix
-        print("fairness: fast origin alone \(alone) s, beside the slow one \(fastInMix) s: \(Int(share * 100)) % of its rate alone")
+        print(
+            "fairness: fast origin alone \(alone) s, beside the slow one \(fastInMix) s: \(Int(share * 100)) % of its rate alone"
+        )
         #expect(share >= 0.5, "the fast origin ran at \(share) of its rate alone")
 
         let allIDs = Set(aloneIDs + mixed.map(\.0))
@@ -100,13 +111,18 @@ struct OriginSchedulingTests {
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let ids = (0..<600).map { "cap-\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/\($0).png")) })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/\($0).png")) })
                 == ids.count)
-        let worker = try Self.worker(configuration, [
-            "WORKER_CONCURRENCY": "64", "RETRY_DELAYS": "1s", "RETRY_MAX_ATTEMPTS": "20",
-        ])
-        #expect(await Self.waitForIDs(results, Set(ids), since: Date(), timeout: 150) != nil,
-                "worker log:\n\(worker.log.suffix(2000))")
+        let worker = try Self.worker(
+            configuration,
+            [
+                "WORKER_CONCURRENCY": "64", "RETRY_DELAYS": "1s", "RETRY_MAX_ATTEMPTS": "20",
+            ])
+        #expect(
+            await Self.waitForIDs(results, Set(ids), since: Date(), timeout: 150) != nil,
+            "worker log:\n\(worker.log.suffix(2000))")
         let (byID, _) = Self.byID(results)
         #expect(Set(byID.keys) == Set(ids))
         #expect(byID.values.allSatisfy { $0["status"] as? String == "ok" })
@@ -116,7 +132,9 @@ struct OriginSchedulingTests {
         let first = log.requests.first?.arrival ?? 0
         let last = log.requests.last?.arrival ?? 0
         let used = Double(log.served) * 0.1 / (8 * (last + 0.1 - first))
-        print("capacity: \(log.served) served, \(log.refused) refused (\(refusedPerImage) per image), \(Int(used * 100)) % of capacity used, at most \(log.maxServing) at once")
+        print(
+            "capacity: \(log.served) served, \(log.refused) refused (\(refusedPerImage) per image), \(Int(used * 100)) % of capacity used, at most \(log.maxServing) at once"
+        )
         #expect(refusedPerImage <= 0.1)
         #expect(used >= 0.7)
         #expect(await worker.stop() == 0)
@@ -135,11 +153,14 @@ struct OriginSchedulingTests {
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
         let ids = (0..<30).map { "ra-\($0)" }
-        #expect(try TestBroker.publish(configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/\($0).png")) })
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/\($0).png")) })
                 == ids.count)
         let worker = try Self.worker(configuration, ["WORKER_CONCURRENCY": "4", "RETRY_DELAYS": "1s,5s"])
-        #expect(await Self.waitForIDs(results, Set(ids), since: Date(), timeout: 60) != nil,
-                "worker log:\n\(worker.log.suffix(2000))")
+        #expect(
+            await Self.waitForIDs(results, Set(ids), since: Date(), timeout: 60) != nil,
+            "worker log:\n\(worker.log.suffix(2000))")
         let (byID, _) = Self.byID(results)
         #expect(byID.values.allSatisfy { $0["status"] as? String == "ok" })
 
@@ -170,10 +191,13 @@ struct OriginSchedulingTests {
             jobs.append(("f-\(index)", fast.url("/f-\(index).png")))
             if index % 4 == 0 { jobs.append(("s-\(index / 4)", slow.url("/s-\(index / 4).png"))) }
         }
-        #expect(try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
+        #expect(
+            try TestBroker.publish(configuration, bodies: jobs.map { JobPublisher.jobBody(id: $0.0, url: $0.1) })
                 == jobs.count)
-        let settings = ["WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "32", "SCHEDULER_MAX_WAIT": "0.2",
-                        "SCHEDULER_DEFER_DELAYS": "1s,2s"]
+        let settings = [
+            "WORKER_CONCURRENCY": "8", "AMQP_PREFETCH": "32", "SCHEDULER_MAX_WAIT": "0.2",
+            "SCHEDULER_DEFER_DELAYS": "1s,2s",
+        ]
         let first = try Self.worker(configuration, settings)
         let deferQueues = [1, 2].map { Topology.deferQueueName(jobs: configuration.queue.jobs, delaySeconds: $0) }
         let deferred = try await eventually(timeout: 60) {
@@ -185,8 +209,9 @@ struct OriginSchedulingTests {
 
         let second = try Self.worker(configuration, settings)
         let ids = Set(jobs.map(\.0))
-        #expect(await Self.waitForIDs(results, ids, since: Date(), timeout: 200) != nil,
-                "worker log:\n\(second.log.suffix(2000))")
+        #expect(
+            await Self.waitForIDs(results, ids, since: Date(), timeout: 200) != nil,
+            "worker log:\n\(second.log.suffix(2000))")
         let (byID, duplicates) = Self.byID(results)
         #expect(Set(byID.keys) == ids)
         #expect(byID.values.allSatisfy { $0["status"] as? String == "ok" })

@@ -43,7 +43,8 @@ final class SchedulingOrigin: Sendable {
     private let channel: any Channel
     private let state: OriginState
 
-    private init(host: String, port: Int, group: MultiThreadedEventLoopGroup, channel: any Channel, state: OriginState) {
+    private init(host: String, port: Int, group: MultiThreadedEventLoopGroup, channel: any Channel, state: OriginState)
+    {
         self.host = host
         self.port = port
         self.group = group
@@ -65,7 +66,8 @@ final class SchedulingOrigin: Sendable {
             }
             .bind(host: host, port: 0)
             .get()
-        return SchedulingOrigin(host: host, port: channel.localAddress?.port ?? 0, group: group, channel: channel, state: state)
+        return SchedulingOrigin(
+            host: host, port: channel.localAddress?.port ?? 0, group: group, channel: channel, state: state)
     }
 
     func url(_ path: String) -> String { "http://\(host):\(port)\(path)" }
@@ -142,8 +144,12 @@ private final class SchedulingHandler: ChannelInboundHandler {
                 state.served()
             } else {
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                context.eventLoop.scheduleTask(in: .nanoseconds(Int64(state.behaviour.delay.components.seconds * 1_000_000_000
-                    + state.behaviour.delay.components.attoseconds / 1_000_000_000))) {
+                context.eventLoop.scheduleTask(
+                    in: .nanoseconds(
+                        Int64(
+                            state.behaviour.delay.components.seconds * 1_000_000_000
+                                + state.behaviour.delay.components.attoseconds / 1_000_000_000))
+                ) {
                     let (handler, context) = bound.value
                     handler.respond(context, status: 200, body: TestOrigin.okBody)
                     handler.state.served()
@@ -156,7 +162,9 @@ private final class SchedulingHandler: ChannelInboundHandler {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: status == 200 ? "image/png" : "text/plain")
         headers.add(name: "Content-Length", value: String(body.count))
-        if status != 200, let retryAfter = state.behaviour.retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
+        if status != 200, let retryAfter = state.behaviour.retryAfter {
+            headers.add(name: "Retry-After", value: retryAfter)
+        }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         let head = HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: status), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)

@@ -8,7 +8,8 @@ enum AMQPPeer {
 
     /// `IFW_PEER_VENV`'s python, else `.run/peer-venv/bin/python` of this package.
     static var python: String {
-        let venv = ProcessInfo.processInfo.environment["IFW_PEER_VENV"] ?? root.appendingPathComponent(".run/peer-venv").path
+        let venv =
+            ProcessInfo.processInfo.environment["IFW_PEER_VENV"] ?? root.appendingPathComponent(".run/peer-venv").path
         return venv + "/bin/python"
     }
 
@@ -22,7 +23,9 @@ enum AMQPPeer {
 
     /// Publishes `body` to `queue` with a raw header table (length prefix included), confirmed.
     static func publish(url: String, queue: String, body: String, headers: [UInt8]) throws {
-        guard isInstalled else { throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh") }
+        guard isInstalled else {
+            throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh")
+        }
         let file = TestScratch.path("peer-body-\(UUID().uuidString)")
         try Data(body.utf8).write(to: URL(fileURLWithPath: file))
         defer { try? FileManager.default.removeItem(atPath: file) }
@@ -35,7 +38,9 @@ enum AMQPPeer {
 
     /// Takes one message off `queue`: its raw header table and body, or nil when the queue is empty.
     static func get(url: String, queue: String) throws -> (headers: [UInt8], body: [UInt8])? {
-        guard isInstalled else { throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh") }
+        guard isInstalled else {
+            throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh")
+        }
         let output = try TestBroker.capture(python, [script, "get", url, queue])
         guard let object = try JSONSerialization.jsonObject(with: Data(output)) as? [String: String] else {
             throw PeerError(description: "amqp-peer.py get printed \(String(decoding: output, as: UTF8.self))")

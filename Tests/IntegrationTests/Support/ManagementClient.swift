@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -31,16 +32,22 @@ struct ManagementClient: Sendable {
 
     /// Takes up to `count` messages out of `queue` (`ackmode: ack_requeue_false`), in queue order.
     func take(_ queue: String, count: Int) async throws -> [Message] {
-        let body: [String: Any] = ["count": count, "ackmode": "ack_requeue_false", "encoding": "auto", "truncate": 1_000_000]
-        let data = try await request("POST", "/api/queues/%2F/\(Self.encode(queue))/get",
-                                     body: try JSONSerialization.data(withJSONObject: body))
+        let body: [String: Any] = [
+            "count": count, "ackmode": "ack_requeue_false", "encoding": "auto", "truncate": 1_000_000,
+        ]
+        let data = try await request(
+            "POST", "/api/queues/%2F/\(Self.encode(queue))/get",
+            body: try JSONSerialization.data(withJSONObject: body))
         guard let rows = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {
-            throw TestSetupError("the management API answered something other than a list: \(String(decoding: data, as: UTF8.self).prefix(300))")
+            throw TestSetupError(
+                "the management API answered something other than a list: \(String(decoding: data, as: UTF8.self).prefix(300))"
+            )
         }
         return rows.map { row in
             let properties = row["properties"] as? [String: Any] ?? [:]
-            return Message(payload: row["payload"] as? String ?? "", headers: properties["headers"] as? [String: Any] ?? [:],
-                           properties: properties, redelivered: row["redelivered"] as? Bool ?? false)
+            return Message(
+                payload: row["payload"] as? String ?? "", headers: properties["headers"] as? [String: Any] ?? [:],
+                properties: properties, redelivered: row["redelivered"] as? Bool ?? false)
         }
     }
 
@@ -61,7 +68,9 @@ struct ManagementClient: Sendable {
         let data = try await request("GET", "/api/connections", body: nil)
         let rows = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] ?? []
         return rows.compactMap { row in
-            guard let name = (row["client_properties"] as? [String: Any])?["connection_name"] as? String else { return nil }
+            guard let name = (row["client_properties"] as? [String: Any])?["connection_name"] as? String else {
+                return nil
+            }
             return (name, row["timeout"] as? Int ?? -1)
         }
     }
@@ -75,8 +84,9 @@ struct ManagementClient: Sendable {
         var closed = 0
         for row in rows {
             guard let name = row["name"] as? String,
-                  let clientName = (row["client_properties"] as? [String: Any])?["connection_name"] as? String,
-                  clientName.hasSuffix(suffix) else { continue }
+                let clientName = (row["client_properties"] as? [String: Any])?["connection_name"] as? String,
+                clientName.hasSuffix(suffix)
+            else { continue }
             _ = try await request("DELETE", "/api/connections/\(Self.encode(name))", body: nil)
             closed += 1
         }
@@ -93,12 +103,14 @@ struct ManagementClient: Sendable {
         let (data, response) = try await URLSession.shared.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         guard (200..<300).contains(status) else {
-            throw TestSetupError("\(method) \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self).prefix(300))")
+            throw TestSetupError(
+                "\(method) \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self).prefix(300))")
         }
         return data
     }
 
     private static func encode(_ segment: String) -> String {
-        segment.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? segment
+        segment.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~")))
+            ?? segment
     }
 }

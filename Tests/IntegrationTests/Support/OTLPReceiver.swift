@@ -96,7 +96,8 @@ final class OTLPReceiver: Sendable {
     /// Decodes an OTLP/JSON export request; nil when it is not one.
     static func decode(_ body: [UInt8]) -> [Span]? {
         guard let root = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let resourceSpans = root["resourceSpans"] as? [[String: Any]] else { return nil }
+            let resourceSpans = root["resourceSpans"] as? [[String: Any]]
+        else { return nil }
         var spans: [Span] = []
         for resourceSpan in resourceSpans {
             let resource = ((resourceSpan["resource"] as? [String: Any])?["attributes"] as? [[String: Any]]) ?? []
@@ -104,14 +105,16 @@ final class OTLPReceiver: Sendable {
             for scope in resourceSpan["scopeSpans"] as? [[String: Any]] ?? [] {
                 for span in scope["spans"] as? [[String: Any]] ?? [] {
                     guard let traceID = span["traceId"] as? String, let spanID = span["spanId"] as? String,
-                          let name = span["name"] as? String else { return nil }
-                    spans.append(Span(
-                        traceID: traceID, spanID: spanID, parentSpanID: span["parentSpanId"] as? String,
-                        traceState: span["traceState"] as? String, name: name, kind: span["kind"] as? Int ?? 0,
-                        start: UInt64(span["startTimeUnixNano"] as? String ?? "") ?? 0,
-                        end: UInt64(span["endTimeUnixNano"] as? String ?? "") ?? 0,
-                        attributes: attributes(span["attributes"] as? [[String: Any]] ?? []),
-                        statusCode: (span["status"] as? [String: Any])?["code"] as? Int, serviceName: service))
+                        let name = span["name"] as? String
+                    else { return nil }
+                    spans.append(
+                        Span(
+                            traceID: traceID, spanID: spanID, parentSpanID: span["parentSpanId"] as? String,
+                            traceState: span["traceState"] as? String, name: name, kind: span["kind"] as? Int ?? 0,
+                            start: UInt64(span["startTimeUnixNano"] as? String ?? "") ?? 0,
+                            end: UInt64(span["endTimeUnixNano"] as? String ?? "") ?? 0,
+                            attributes: attributes(span["attributes"] as? [[String: Any]] ?? []),
+                            statusCode: (span["status"] as? [String: Any])?["code"] as? Int, serviceName: service))
                 }
             }
         }
@@ -123,7 +126,8 @@ final class OTLPReceiver: Sendable {
         var result: [String: String] = [:]
         for item in list {
             guard let key = item["key"] as? String, let value = item["value"] as? [String: Any],
-                  let first = value.first else { continue }
+                let first = value.first
+            else { continue }
             result[key] = "\(first.value)"
         }
         return result
@@ -167,7 +171,9 @@ private final class ReceiverHandler: ChannelInboundHandler {
             headers.add(name: "Content-Type", value: "application/json")
             headers.add(name: "Content-Length", value: "2")
             let status: HTTPResponseStatus = spans == nil ? .unsupportedMediaType : .ok
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+                promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "{}")))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }

@@ -48,7 +48,9 @@ struct PrometheusSamples: Sendable {
                 continue
             }
             if line.hasPrefix("#") { continue }
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                continue
+            }
             let series = line[..<space]
             if let brace = series.firstIndex(of: "{") {
                 let name = String(series[..<brace])

@@ -101,7 +101,9 @@ extension AMQPPeer {
 
     /// A queue's ready count through pika (a passive declare), or nil when the queue does not exist.
     static func depth(url: String, queue: String) throws -> Int? {
-        guard isInstalled else { throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh") }
+        guard isInstalled else {
+            throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh")
+        }
         let output = String(decoding: try TestBroker.capture(python, [script, "depth", url, queue]), as: UTF8.self)
         guard let count = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw PeerError(description: "amqp-peer.py depth printed \(output)")

@@ -83,9 +83,11 @@ final class TLSOrigin: @unchecked Sendable {  // set up once, then read-only, ap
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ").map(String.init)
             guard fields.count == 7, let connection = Int(fields[0]), let requests = Int(fields[1]),
-                  let status = Int(fields[6]) else { return nil }
-            return LogLine(connection: connection, connectionRequests: requests, sessionReused: fields[2] == "r",
-                           serverProtocol: fields[3], host: fields[4], uri: fields[5], status: status)
+                let status = Int(fields[6])
+            else { return nil }
+            return LogLine(
+                connection: connection, connectionRequests: requests, sessionReused: fields[2] == "r",
+                serverProtocol: fields[3], host: fields[4], uri: fields[5], status: status)
         }
     }
 
@@ -104,17 +106,23 @@ final class TLSOrigin: @unchecked Sendable {  // set up once, then read-only, ap
 
     private func makeCertificates() throws {
         for ca in ["ca", "other-ca"] {
-            try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                         "-keyout", path("\(ca)-key.pem"), "-out", path("\(ca).pem"), "-days", "2",
-                         "-subj", "/CN=image-fetch-worker test \(ca)",
-                         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"])
+            try openssl([
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", path("\(ca)-key.pem"), "-out", path("\(ca).pem"), "-days", "2",
+                "-subj", "/CN=image-fetch-worker test \(ca)",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+            ])
         }
-        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                     "-keyout", path("server-key.pem"), "-out", path("server.csr"), "-subj", "/CN=\(names[0])"])
+        try openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", path("server-key.pem"), "-out", path("server.csr"), "-subj", "/CN=\(names[0])",
+        ])
         let san = "subjectAltName=" + names.map { "DNS:\($0)" }.joined(separator: ",")
         try "\(san)\nextendedKeyUsage=serverAuth\n".write(toFile: path("server.ext"), atomically: true, encoding: .utf8)
-        try openssl(["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca-key.pem"),
-                     "-CAcreateserial", "-days", "2", "-extfile", path("server.ext"), "-out", path("server.pem")])
+        try openssl([
+            "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca-key.pem"),
+            "-CAcreateserial", "-days", "2", "-extfile", path("server.ext"), "-out", path("server.pem"),
+        ])
     }
 
     private func config(_ options: Options) -> String {

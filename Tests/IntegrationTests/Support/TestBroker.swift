@@ -52,8 +52,10 @@ enum TestBroker {
     }
 
     /// Publishes job bodies with confirms (declaring the topology first) and returns the count confirmed.
-    static func publish(_ configuration: WorkerConfiguration, bodies: [[UInt8]], replyTo: String? = nil,
-                        contentType: String? = "application/json") throws -> Int {
+    static func publish(
+        _ configuration: WorkerConfiguration, bodies: [[UInt8]], replyTo: String? = nil,
+        contentType: String? = "application/json"
+    ) throws -> Int {
         let publisher = try JobPublisher(configuration: configuration, logger: Logger(label: "test.publisher"))
         defer { publisher.close() }
         return publisher.publish(bodies: bodies, contentType: contentType, replyTo: replyTo)
@@ -73,7 +75,8 @@ enum TestBroker {
     static func cleanUp(_ configuration: WorkerConfiguration) {
         let queues = QueueDepth.queueNames(configuration)
         if let management = ProcessInfo.processInfo.environment["IFW_TEST_MANAGEMENT_URL"] {
-            let command = "for q in \"$@\"; do curl -fsS -o /dev/null -u guest:guest -X DELETE \"\(management)/api/queues/%2F/$q\" || true; done"
+            let command =
+                "for q in \"$@\"; do curl -fsS -o /dev/null -u guest:guest -X DELETE \"\(management)/api/queues/%2F/$q\" || true; done"
             _ = try? run("/bin/bash", ["-c", command, "cleanup"] + queues)
             return
         }
@@ -115,13 +118,18 @@ enum TestBroker {
     /// test node: queue name → (ready, unacked, consumers).
     static func listQueues() throws -> [String: (ready: Int, unacked: Int, consumers: Int)] {
         guard let script else { return [:] }
-        let text = try output(script, ["ctl", "-q", "list_queues", "--no-table-headers",
-                                       "name", "messages_ready", "messages_unacknowledged", "consumers"])
+        let text = try output(
+            script,
+            [
+                "ctl", "-q", "list_queues", "--no-table-headers",
+                "name", "messages_ready", "messages_unacknowledged", "consumers",
+            ])
         var queues: [String: (ready: Int, unacked: Int, consumers: Int)] = [:]
         for line in text.split(separator: "\n") {
             let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
             guard fields.count == 4, let ready = Int(fields[1]), let unacked = Int(fields[2]),
-                  let consumers = Int(fields[3]) else { continue }
+                let consumers = Int(fields[3])
+            else { continue }
             queues[String(fields[0])] = (ready, unacked, consumers)
         }
         return queues
@@ -136,14 +144,19 @@ enum TestBroker {
     /// output and error are appended to that file, otherwise output is dropped and the errors of a
     /// failed command are printed.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                    log: String? = nil) throws -> Int32 {
-        try spawnAndWait(executable, arguments, stdoutPath: log ?? "/dev/null", appendBoth: log != nil,
-                         environment: environment)
+    static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        log: String? = nil
+    ) throws -> Int32 {
+        try spawnAndWait(
+            executable, arguments, stdoutPath: log ?? "/dev/null", appendBoth: log != nil,
+            environment: environment)
     }
 
-    private static func spawnAndWait(_ executable: String, _ arguments: [String], stdoutPath: String,
-                                     appendBoth: Bool = false, environment: [String: String] = [:]) throws -> Int32 {
+    private static func spawnAndWait(
+        _ executable: String, _ arguments: [String], stdoutPath: String,
+        appendBoth: Bool = false, environment: [String: String] = [:]
+    ) throws -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -159,7 +172,8 @@ enum TestBroker {
         // Through bash, which first closes every descriptor above 2 that this process would pass
         // on: `rabbitmq.sh start` leaves a daemon (the node) behind, which must not hold the test
         // process's sockets for as long as it runs.
-        let closeInherited = #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done 2>/dev/null; exec "$0" "$@""#
+        let closeInherited =
+            #"for fd in /proc/$$/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done 2>/dev/null; exec "$0" "$@""#
         let argv = (["/bin/bash", "-c", closeInherited, executable] + arguments).map { strdup($0) } + [nil]
         let merged = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]

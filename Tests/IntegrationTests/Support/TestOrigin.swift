@@ -243,8 +243,9 @@ private final class OriginHandler: ChannelInboundHandler {
         case "padded.png":
             // `/padded.png?bytes=N`: the image followed by zero bytes, N bytes in all.
             let size = max(Int(query["bytes"] ?? "") ?? 0, TestOrigin.okBody.count)
-            respond(context, .ok, contentType: "image/png",
-                    body: TestOrigin.okBody + [UInt8](repeating: 0, count: size - TestOrigin.okBody.count))
+            respond(
+                context, .ok, contentType: "image/png",
+                body: TestOrigin.okBody + [UInt8](repeating: 0, count: size - TestOrigin.okBody.count))
         case "slow":
             let ms = Int64(query["ms"] ?? "") ?? 100
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(ms)) {
@@ -259,8 +260,9 @@ private final class OriginHandler: ChannelInboundHandler {
             }
         case "status":
             let code = parts.count > 1 ? Int(parts[1]) ?? 500 : 500
-            respond(context, HTTPResponseStatus(statusCode: code), contentType: "text/plain",
-                    body: Array("status \(code)\n".utf8))
+            respond(
+                context, HTTPResponseStatus(statusCode: code), contentType: "text/plain",
+                body: Array("status \(code)\n".utf8))
         case "redirect":
             let remaining = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
             redirect(context, to: remaining > 1 ? "/redirect/\(remaining - 1)" : "/ok.png")
@@ -272,8 +274,9 @@ private final class OriginHandler: ChannelInboundHandler {
         case "endless":
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "image/png")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
-                          promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                promise: nil)
             let filler = [UInt8](repeating: 0x42, count: 16 * 1024)
             if let size = query["png"], let (width, height) = Self.dimensions(size) {
                 let header = Self.pngHeader(width: width, height: height)
@@ -293,8 +296,9 @@ private final class OriginHandler: ChannelInboundHandler {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "image/png")
             headers.add(name: "Content-Length", value: "1000")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
-                          promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                promise: nil)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: TestOrigin.okBody.prefix(10))))))
                 .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         case "big":
@@ -319,8 +323,9 @@ private final class OriginHandler: ChannelInboundHandler {
                 respond(context, .ok, contentType: "image/png", body: TestOrigin.okBody)
             }
         case "html":
-            respond(context, .ok, contentType: query["type"] ?? "text/html; charset=utf-8",
-                    body: Array("<!doctype html><title>not an image</title>\n".utf8))
+            respond(
+                context, .ok, contentType: query["type"] ?? "text/html; charset=utf-8",
+                body: Array("<!doctype html><title>not an image</title>\n".utf8))
         case "headers":
             let lines = head.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
             respond(context, .ok, contentType: "text/plain", body: Array(lines.utf8))
@@ -337,11 +342,13 @@ private final class OriginHandler: ChannelInboundHandler {
             }
             let formatter = ISO8601DateFormatter()
             let expiration = formatter.string(from: Date().addingTimeInterval(ttl))
-            let json = #"{"AccessKeyId":"ASIATEST\#(issued)","SecretAccessKey":"secret\#(issued)","Token":"token\#(issued)","Expiration":"\#(expiration)"}"#
+            let json =
+                #"{"AccessKeyId":"ASIATEST\#(issued)","SecretAccessKey":"secret\#(issued)","Token":"token\#(issued)","Expiration":"\#(expiration)"}"#
             respond(context, .ok, contentType: "application/json", body: Array(json.utf8))
         case "echo":
-            respond(context, .ok, contentType: "application/octet-stream", body: requestBody,
-                    extraHeaders: [("x-method", head.method.rawValue)])
+            respond(
+                context, .ok, contentType: "application/octet-stream", body: requestBody,
+                extraHeaders: [("x-method", head.method.rawValue)])
         default:
             respond(context, .notFound, contentType: "text/plain", body: Array("not found\n".utf8))
         }
@@ -355,8 +362,9 @@ private final class OriginHandler: ChannelInboundHandler {
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: String(body.count))
         for (name, value) in extraHeaders { headers.add(name: name, value: value) }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
-                      promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+            promise: nil)
         if !body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         }
@@ -370,8 +378,9 @@ private final class OriginHandler: ChannelInboundHandler {
         headers.add(name: "Content-Type", value: "text/html")
         let body = Array("<a href=\"\">moved</a>\n".utf8)
         headers.add(name: "Content-Length", value: String(body.count))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
-                      promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+            promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
         finishedResponse()
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
@@ -440,7 +449,7 @@ private final class OriginHandler: ChannelInboundHandler {
         var iterator = Array(text.utf8).makeIterator()
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-               let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
             {
                 bytes.append(value)
             } else {

@@ -121,7 +121,8 @@ final class TestS3: @unchecked Sendable {
     func enforceSignatures() async throws -> (keyID: String, secret: String) {
         let anyone = "AKIAIOSFODNN7EXAMPLE:any"
         func iam(_ query: String) async throws -> String {
-            let response = await send(signed("\(endpoint)/?\(query)&Version=2010-05-08", service: "iam", credentials: anyone))
+            let response = await send(
+                signed("\(endpoint)/?\(query)&Version=2010-05-08", service: "iam", credentials: anyone))
             guard response.error == nil else { throw TestS3Error("IAM \(query.prefix(40)): \(response.error!)") }
             return String(decoding: response.body, as: UTF8.self)
         }
@@ -130,7 +131,8 @@ final class TestS3: @unchecked Sendable {
         _ = try await iam("Action=CreateUser&UserName=ifw-worker")
         _ = try await iam("Action=PutUserPolicy&UserName=ifw-worker&PolicyName=all&PolicyDocument=\(policy)")
         let xml = try await iam("Action=CreateAccessKey&UserName=ifw-worker")
-        guard let keyID = Self.element("AccessKeyId", in: xml), let secret = Self.element("SecretAccessKey", in: xml) else {
+        guard let keyID = Self.element("AccessKeyId", in: xml), let secret = Self.element("SecretAccessKey", in: xml)
+        else {
             throw TestS3Error("CreateAccessKey answered without a key")
         }
         // POST /moto-api/reset-auth with "0": every later request must be signed by a known key.
@@ -140,16 +142,20 @@ final class TestS3: @unchecked Sendable {
             urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b"0", method="POST",
                                                           headers={"Content-Type": "text/plain"}))
             """
-        guard try TestBroker.run("/usr/bin/env", ["python3", "-c", script, "\(endpoint)/moto-api/reset-auth"]) == 0 else {
+        guard try TestBroker.run("/usr/bin/env", ["python3", "-c", script, "\(endpoint)/moto-api/reset-auth"]) == 0
+        else {
             throw TestS3Error("moto-api/reset-auth failed")
         }
         return (keyID, secret)
     }
 
     /// Reads an object with a signed GET; nil and the status when it fails.
-    func getObject(bucket: String, key: String, credentials: String) async -> (body: [UInt8]?, status: Int?, contentType: String?) {
+    func getObject(
+        bucket: String, key: String, credentials: String
+    ) async -> (body: [UInt8]?, status: Int?, contentType: String?) {
         // SigV4's URI encoding: everything but the unreserved characters and '/'.
-        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+        let unreserved = CharacterSet(
+            charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
         let path = key.addingPercentEncoding(withAllowedCharacters: unreserved)!
         var request = signed("\(endpoint)/\(bucket)/\(path)", credentials: credentials)
         request.headers = ["x-amz-content-sha256: \(Self.emptySHA256)"]
@@ -160,7 +166,8 @@ final class TestS3: @unchecked Sendable {
     static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
     static func element(_ name: String, in xml: String) -> String? {
-        guard let open = xml.range(of: "<\(name)>"), let close = xml.range(of: "</\(name)>", range: open.upperBound..<xml.endIndex)
+        guard let open = xml.range(of: "<\(name)>"),
+            let close = xml.range(of: "</\(name)>", range: open.upperBound..<xml.endIndex)
         else { return nil }
         return String(xml[open.upperBound..<close.lowerBound])
     }

@@ -79,7 +79,8 @@ func raiseFileDescriptorLimit(to minimum: rlim_t) throws {
     guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw POSIXError(.EINVAL) }
     guard limit.rlim_cur < minimum else { return }
     guard limit.rlim_max >= minimum else {
-        throw TestSetupError("the hard limit on open files is \(limit.rlim_max); this test needs \(minimum) (ulimit -Hn)")
+        throw TestSetupError(
+            "the hard limit on open files is \(limit.rlim_max); this test needs \(minimum) (ulimit -Hn)")
     }
     limit.rlim_cur = minimum
     guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw POSIXError(.EPERM) }

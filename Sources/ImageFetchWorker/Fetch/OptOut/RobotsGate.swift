@@ -36,9 +36,11 @@ package final class RobotsGate: Sendable {
         now: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
     ) {
         let optOut = configuration.optOut
-        self.cache = Mutex(RobotsCache(.init(
-            capacity: optOut.robotsMaxOrigins, ttlNanoseconds: UInt64(optOut.robotsTTL * 1e9),
-            errorTTLNanoseconds: UInt64(optOut.robotsErrorTTL * 1e9))))
+        self.cache = Mutex(
+            RobotsCache(
+                .init(
+                    capacity: optOut.robotsMaxOrigins, ttlNanoseconds: UInt64(optOut.robotsTTL * 1e9),
+                    errorTTLNanoseconds: UInt64(optOut.robotsErrorTTL * 1e9))))
         self.engine = engine
         self.userAgent = optOut.userAgent
         // The configured headers go to every fetch; a job's own headers are for its image only.

@@ -37,12 +37,13 @@ package enum XRobotsTag {
 
     /// A user-agent token: letters, digits, `-` and `_` (a directive name with a space is not one).
     private static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            let lower = byte | 0x20
-            return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
-                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-        }
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                let lower = byte | 0x20
+                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            }
     }
 
     private static func trimmed<S: StringProtocol>(_ text: S) -> String {
