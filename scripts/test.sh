@@ -2,7 +2,8 @@
 # The test suite, as `make test` and .ci/run run it:
 #   1. installs missing system packages (scripts/deps.sh);
 #   2. validates docker-compose.yml (scripts/check-compose.sh), deploy/kubernetes/
-#      (scripts/check-kubernetes.sh), and the alert rules and dashboard (scripts/check-prometheus.sh);
+#      (scripts/check-kubernetes.sh), the alert rules and dashboard (scripts/check-prometheus.sh),
+#      and the Swift sources' formatting (scripts/check-format.sh: swift format lint, .swift-format);
 #   3. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
 #      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs;
 #   4. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
@@ -47,6 +48,7 @@ validate docker-compose.yml check-compose.sh
 validate deploy/kubernetes/ check-kubernetes.sh
 # Never exits 75: without promtool the alert rules are untested, and `make test` fails.
 validate "deploy/prometheus/ and deploy/grafana/" check-prometheus.sh
+validate "the Swift sources' formatting (.swift-format)" check-format.sh
 
 # A private folder for the node; the ports are chosen below.
 IFW_RABBIT_DIR="$(mktemp -d "${TMPDIR:-/tmp}/ifw-test-rabbitmq.XXXXXX")"
