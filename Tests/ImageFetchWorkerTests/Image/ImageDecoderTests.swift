@@ -6,6 +6,7 @@ import Testing
 /// `image.verify = decode`: libvips on real files (Tests/Fixtures/images/decode-*, README there).
 @Suite struct ImageDecoderTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent("Fixtures/images")
 
     static func fixture(_ name: String) throws -> [UInt8] {

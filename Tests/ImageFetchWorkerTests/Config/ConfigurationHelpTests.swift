@@ -9,6 +9,7 @@ import Testing
 struct ConfigurationHelpTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     @Test func helpListsEveryKeyWithFlagVariableDefaultAndMeaning() {
         let help = ConfigurationHelp.keys

@@ -9,6 +9,7 @@ import Testing
 private let corpus: Result<(directory: URL, expected: Data), CorpusError> = {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
+        .deletingLastPathComponent()
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ifw-image-corpus-\(getpid())")
     let process = Process()
     process.executableURL = root.appendingPathComponent("scripts/image-corpus.sh")
