@@ -41,6 +41,7 @@ struct ConfigurationPrecedenceTests {
         "fetch.denied_hosts": ["f.example", "e.example", "*.c.example"],
         "fetch.resolve": ["f.test:443:127.0.0.1", "e.test:80:127.0.0.2", "c.test:8080:127.0.0.3"],
         "fetch.tls.ca_file": ["/etc/passwd", "/etc/group", "/etc/os-release"],
+        "image.verify": ["decode", "structure", "Decode"],
         "fetch.robots": ["respect", "off", "Respect"],
         "fetch.opt_out.directives": ["noai", "noml,noindex", "NoImageAI"],
         "fetch.opt_out.tdm_reservation": ["no", "true", "false"],
