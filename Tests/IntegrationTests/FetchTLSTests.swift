@@ -143,7 +143,12 @@ struct FetchTLSTests {
         #expect(response.error?.code == .tlsFailure && response.error?.retryable == false)
         #expect(origin.accessLog().isEmpty)
         #expect(engine.tlsCounts.handshakes == 0)
-        let attempts = origin.errorLog().components(separatedBy: "SSL_do_handshake() failed").count - 1
+        // nginx writes its error log after the client has its answer: wait for the line, then
+        // make sure no second attempt follows.
+        let failedHandshakes = { origin.errorLog().components(separatedBy: "SSL_do_handshake() failed").count - 1 }
+        #expect(await FetchEngineTests.eventually { failedHandshakes() >= 1 })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let attempts = failedHandshakes()
         #expect(attempts == 1, "handshakes the origin saw fail: \(attempts)")
     }
 
