@@ -211,7 +211,7 @@ package enum IPAddress: Sendable, Hashable, CustomStringConvertible {
     static func parseHex16(_ bytes: ArraySlice<UInt8>) -> UInt16? {
         var value: UInt16 = 0
         for byte in bytes {
-            guard let digit = hexValue(byte) else { return nil }
+            guard let digit = byte.hexDigitValue else { return nil }
             value = (value << 4) | UInt16(digit)
         }
         return value
@@ -219,14 +219,5 @@ package enum IPAddress: Sendable, Hashable, CustomStringConvertible {
 
     static func isDigit(_ byte: UInt8) -> Bool {
         byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }

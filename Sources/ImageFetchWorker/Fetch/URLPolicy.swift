@@ -207,7 +207,7 @@ package enum URLPolicy {
         guard label.count >= 2, label.first == ascii("0"),
             label[label.startIndex + 1] | 0x20 == ascii("x")
         else { return false }
-        return label.dropFirst(2).allSatisfy { IPAddress.hexValue($0) != nil }
+        return label.dropFirst(2).allSatisfy { $0.hexDigitValue != nil }
     }
 
     /// Reads one to four parts the way `inet_aton` and WHATWG URL do: each part decimal, octal
@@ -246,7 +246,7 @@ package enum URLPolicy {
         guard !digits.isEmpty else { return nil }
         var value: UInt64 = 0
         for byte in digits {
-            guard let digit = IPAddress.hexValue(byte), UInt64(digit) < radix else { return nil }
+            guard let digit = byte.hexDigitValue, UInt64(digit) < radix else { return nil }
             value = value * radix + UInt64(digit)
             if value > UInt64(UInt32.max) + 1 { return nil }
         }

@@ -167,8 +167,8 @@ package enum RobotsTxt {
         var index = 0
         while index < input.count {
             let byte = input[index]
-            if byte == UInt8(ascii: "%"), index + 2 < input.count, let high = hexValue(input[index + 1]),
-                let low = hexValue(input[index + 2])
+            if byte == UInt8(ascii: "%"), index + 2 < input.count, let high = input[index + 1].hexDigitValue,
+                let low = input[index + 2].hexDigitValue
             {
                 let decoded = high << 4 | low
                 if isUnreserved(decoded) {
@@ -218,15 +218,6 @@ package enum RobotsTxt {
             swap(&offsets, &next)
         }
         return true
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
