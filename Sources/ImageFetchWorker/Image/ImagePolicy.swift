@@ -11,6 +11,8 @@ package enum ImagePolicy {
         case tooManyPixels(width: Int, height: Int)
         /// The headers are an image, but the walk to its end is not.
         case structure(StructureProblem)
+        /// `image.verify = decode`: libvips could not decode what passed the walk.
+        case decode(ImageDecoder.Failure)
     }
 
     /// ``Refusal/tooManyPixels(width:height:)`` when `info` is over `maxPixels`.
@@ -20,8 +22,9 @@ package enum ImagePolicy {
     }
 
     /// What a whole body is, or why it is refused. The walk to its end runs after the pixel limit,
-    /// so a bomb is refused by its header alone.
-    package static func check(_ body: [UInt8], maxPixels: Int) -> Result<ImageInfo, Refusal> {
+    /// so a bomb is refused by its header alone; with `decode` (`image.verify = decode`), libvips
+    /// then decodes what passed (``ImageDecoder``) and the info carries what it found.
+    package static func check(_ body: [UInt8], maxPixels: Int, decode: Bool = false) -> Result<ImageInfo, Refusal> {
         body.withUnsafeBytes { bytes in
             let info: ImageInfo
             switch ImageSniffer.inspect(bytes, isComplete: true) {
@@ -36,7 +39,14 @@ package enum ImagePolicy {
             if let problem = ImageSniffer.checkStructure(bytes, format: info.format) {
                 return .failure(.structure(problem))
             }
-            return .success(info)
+            guard decode else { return .success(info) }
+            return ImageDecoder.decode(bytes, format: info.format, maxPixels: maxPixels)
+                .map {
+                    var decoded = info
+                    decoded.decoded = $0
+                    return decoded
+                }
+                .mapError(Refusal.decode)
         }
     }
 

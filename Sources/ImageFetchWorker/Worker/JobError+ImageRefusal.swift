@@ -11,6 +11,8 @@ extension JobError {
             self.init(.tooManyPixels, "the image needs \(width) × \(height) pixels, over fetch.max_pixels")
         case .structure(let problem):
             self.init(problem)
+        case .decode(let failure):
+            self.init(failure)
         }
     }
 }

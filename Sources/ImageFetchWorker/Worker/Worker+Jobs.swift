@@ -127,24 +127,13 @@ extension Worker {
         ImagePolicy.pixelRefusal(info, maxPixels: maxPixels).map(JobError.init)
     }
 
-    /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:)``): `not_an_image`,
-    /// `too_many_pixels`, `truncated` or `corrupt_image`. With `verify` `.decode`, libvips then
-    /// decodes a body that passed (``ImageDecoder``), and the result carries what it found.
+    /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:decode:)``):
+    /// `not_an_image`, `too_many_pixels`, `truncated` or `corrupt_image`.
     static func checkImage(
         _ body: [UInt8], maxPixels: Int,
         verify: WorkerConfiguration.Image.Verify = .structure
     ) -> Result<ImageInfo, JobError> {
-        let checked = ImagePolicy.check(body, maxPixels: maxPixels).mapError(JobError.init)
-        guard verify == .decode, case .success(let info) = checked else { return checked }
-        return body.withUnsafeBytes { bytes in
-            ImageDecoder.decode(bytes, format: info.format, maxPixels: maxPixels)
-                .map {
-                    var decoded = info
-                    decoded.decoded = $0
-                    return decoded
-                }
-                .mapError(JobError.init)
-        }
+        ImagePolicy.check(body, maxPixels: maxPixels, decode: verify == .decode).mapError(JobError.init)
     }
 
     // MARK: - Fetched (work queue)

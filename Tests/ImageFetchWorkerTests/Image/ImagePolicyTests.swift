@@ -47,6 +47,7 @@ import Testing
         case .notAnImage: "notAnImage"
         case .tooManyPixels: "tooManyPixels"
         case .structure: "structure"
+        case .decode: "decode"
         }
     }
 }
