@@ -176,7 +176,8 @@ package final class Admission<Element: Sendable>: Sendable {
             }
             if let tenantMetrics {
                 // The slot stays the tenant's while its job runs, so the name is still its own here.
-                tenantMetrics.started(ticket.tenant == 0 ? nil : scheduler.withLock { $0.tenants.name(of: ticket.tenant) })
+                tenantMetrics.started(
+                    ticket.tenant == 0 ? nil : scheduler.withLock { $0.tenants.name(of: ticket.tenant) })
             }
             handlers.start(ticket)
         }

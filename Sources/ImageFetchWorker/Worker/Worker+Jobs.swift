@@ -12,7 +12,8 @@ extension Worker {
         let job: Job
         let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
         switch Job.decode(
-            delivery, allowedHeaders: configuration.fetch.jobHeaders, tenantHeader: configuration.scheduler.tenantHeader)
+            delivery, allowedHeaders: configuration.fetch.jobHeaders, tenantHeader: configuration.scheduler.tenantHeader
+        )
         {
         case .failure(let error):
             let context = JobContext(delivery: delivery, job: nil, trace: trace)

@@ -67,7 +67,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         let metrics = WorkerMetrics(concurrency: concurrency)
         self.stats = WorkerStats(metrics: metrics)
         self.originMetrics = OriginMetrics(registry: metrics.registry)
-        self.tenantMetrics = configuration.metrics.tenants > 0 ? TenantMetrics(maxLabels: configuration.metrics.tenants) : nil
+        self.tenantMetrics =
+            configuration.metrics.tenants > 0 ? TenantMetrics(maxLabels: configuration.metrics.tenants) : nil
         self.fetchMetrics = FetchMetrics(registry: metrics.registry)
         self.optOutMetrics = OptOutMetrics(registry: metrics.registry)
         self.optOutPolicy = configuration.fetch.optOut.policy

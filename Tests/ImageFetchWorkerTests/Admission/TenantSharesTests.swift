@@ -93,7 +93,9 @@ import Testing
             _ = without.enqueue("\(index)", origin: origin, now: 0)
         }
         #expect(withTenants.tenants.isTrivial)
-        #expect(Self.run(&withTenants, concurrency: 4, duration: Self.ms) == Self.run(&without, concurrency: 4, duration: Self.ms))
+        #expect(
+            Self.run(&withTenants, concurrency: 4, duration: Self.ms)
+                == Self.run(&without, concurrency: 4, duration: Self.ms))
     }
 
     @Test func withinATenantOriginsShare() {
