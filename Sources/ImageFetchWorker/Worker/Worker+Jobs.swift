@@ -11,10 +11,8 @@ extension Worker {
     func intake(_ delivery: Delivery) {
         let job: Job
         let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
-        switch Job.decode(
-            delivery, allowedHeaders: configuration.fetch.jobHeaders, tenantHeader: configuration.scheduler.tenantHeader
-        )
-        {
+        let tenantHeader = configuration.scheduler.tenantHeader
+        switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders, tenantHeader: tenantHeader) {
         case .failure(let error):
             let context = JobContext(delivery: delivery, job: nil, trace: trace)
             run(context) { $0.answeredWithoutFetch() }
