@@ -120,6 +120,7 @@ struct MessageSchemaTests {
             JobPublisher.jobBody(id: "b", url: "http://example.com/b.png?x=1", key: "cats/b.png"),
             Array(#"{"id": 7, "url": "https://example.com/c.png", "extra": true}"#.utf8),
             Array(#"{"url": "https://example.com/d.png"}"#.utf8),
+            Array(#"{"url": "https://example.com/t.png", "tenant": "acme.eu-1:shop_2"}"#.utf8),
             Array(
                 (#"{"url": "https://example.com/e.png", "etag": "W/\"v1\"", "#
                     + #""last_modified": "Sun, 06 Nov 1994 08:49:37 GMT", "#
@@ -133,6 +134,7 @@ struct MessageSchemaTests {
             #"{"id": "a", "url": "https://example.com/a.png", "key": "/abs"}"#, #"["https://example.com/a.png"]"#,
             #"{"id": "a", "url": "https://example.com/a.png", "sha256": "abc"}"#,
             #"{"id": "a", "url": "https://example.com/a.png", "etag": "two words"}"#,
+            #"{"id": "a", "url": "https://example.com/a.png", "tenant": "a/b"}"#,
         ]
         let invalid = try Self.validate("job.schema.json", bad.map { Array($0.utf8) })
         #expect(invalid.status == 1)

@@ -61,14 +61,18 @@ package final class Admission<Element: Sendable>: Sendable {
     private let sweepInterval: DispatchTimeInterval
     /// Passes of the pump, for the tests of the kicks it is spared.
     private let pumpPasses = Atomic<Int>(0)
+    /// The opt-in per-tenant metrics (`metrics.tenants`); nil costs nothing per job.
+    private let tenantMetrics: TenantMetrics?
 
     package init(
         settings: OriginScheduler<Element>.Settings, semaphore: DispatchSemaphore, inFlight: DispatchGroup,
         sweepInterval: DispatchTimeInterval = .milliseconds(200),
         clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds },
         jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        tenantMetrics: TenantMetrics? = nil,
         handlers: Handlers
     ) {
+        self.tenantMetrics = tenantMetrics
         self.scheduler = Mutex(OriginScheduler(settings: settings, jitter: jitter))
         self.semaphore = semaphore
         self.inFlight = inFlight
@@ -79,13 +83,13 @@ package final class Admission<Element: Sendable>: Sendable {
 
     // MARK: - Events in
 
-    /// A job for `origin` arrived (channel queue); `deferredBefore` when it carries `x-deferrals`.
-    /// From here on it holds the group.
-    package func submit(_ element: Element, origin: Origin, deferredBefore: Bool = false) {
+    /// A job for `origin` arrived (channel queue), of `tenant` (nil: the default tenant);
+    /// `deferredBefore` when it carries `x-deferrals`. From here on it holds the group.
+    package func submit(_ element: Element, origin: Origin, tenant: String? = nil, deferredBefore: Bool = false) {
         inFlight.enter()
         let now = clock()
         if let deferral = scheduler.withLock({
-            $0.enqueue(element, origin: origin, now: now, deferredBefore: deferredBefore)
+            $0.enqueue(element, origin: origin, tenant: tenant, now: now, deferredBefore: deferredBefore)
         }) {
             handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds, deferral.reason)
             return
@@ -140,6 +144,12 @@ package final class Admission<Element: Sendable>: Sendable {
         }
     }
 
+    /// Each known tenant's running and waiting jobs (the default tenant first), for the opt-in
+    /// per-tenant metrics.
+    package func tenants() -> [(tenant: String, inFlight: Int, waiting: Int)] {
+        scheduler.withLock { $0.tenants.snapshot() }
+    }
+
     // MARK: - The pump (admission queue)
 
     private func kick() {
@@ -163,6 +173,11 @@ package final class Admission<Element: Sendable>: Sendable {
             guard let ticket = scheduler.withLock({ $0.next(now: now) }) else {
                 semaphore.signal()
                 continue
+            }
+            if let tenantMetrics {
+                // The slot stays the tenant's while its job runs, so the name is still its own here.
+                tenantMetrics.started(
+                    ticket.tenant == 0 ? nil : scheduler.withLock { $0.tenants.name(of: ticket.tenant) })
             }
             handlers.start(ticket)
         }

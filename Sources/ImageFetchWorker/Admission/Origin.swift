@@ -44,4 +44,6 @@ package struct OriginSlot: Sendable, Equatable {
     package var startedAt: UInt64
     /// Jobs of the origin running with this one, itself included, when it started.
     package var inFlightAtStart: Int
+    /// The job's tenant's slot in ``TenantShares`` (0: the default tenant).
+    package var tenant: Int = 0
 }

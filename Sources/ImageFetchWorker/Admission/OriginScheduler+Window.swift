@@ -120,6 +120,8 @@ extension OriginScheduler {
         if !pauseEnds.isEmpty { pauseEnds = pauseEnds.filter { $0.value > now } }
 
         var deferred: [Deferral] = []
+        // The tenants of the jobs that leave; allocated only when some do.
+        var leftTenants: [Int] = []
         var context = windowContext(now: now)
         var index = 0
         while index < backlogged.count {
@@ -138,6 +140,7 @@ extension OriginScheduler {
                 {
                     Self.noteLeave(leave, of: &state)
                     let entry = state.waiting.removeLast()
+                    leftTenants.append(entry.tenant)
                     context.held -= 1
                     deferred.append(
                         Deferral(
@@ -155,6 +158,7 @@ extension OriginScheduler {
                 index += 1
             }
         }
+        for tenant in leftTenants { tenants.left(tenant) }
         return deferred
     }
 
@@ -166,7 +170,10 @@ extension OriginScheduler {
         removed.reserveCapacity(waitingCount)
         for origin in backlogged {
             guard let stateIndex = origins.index(forKey: origin) else { continue }
-            for entry in origins.values[stateIndex].waiting { removed.append(entry.element) }
+            for entry in origins.values[stateIndex].waiting {
+                removed.append(entry.element)
+                tenants.left(entry.tenant)
+            }
             origins.values[stateIndex].waiting = CircularBuffer()
             syncBusy(stateIndex)
         }

@@ -10,6 +10,9 @@ import NIOCore
 /// - **Between origins**, a free global permit goes to the origin with the fewest jobs running,
 ///   ties to the one served longest ago: max-min fair shares of the permits among the origins
 ///   that have work, and work-conserving, since an origin alone takes every permit.
+/// - **Between tenants**, first (`OriginScheduler+Tenants.swift`): when jobs of more than one
+///   tenant wait, or tenants have caps, the permit goes to a tenant by ``TenantShares``, and then to
+///   the fairest of that tenant's origins. With one tenant and no caps this level costs nothing.
 /// - **The prefetch window** is shared by demand (`OriginScheduler+Window.swift`): a job leaves it
 ///   only when its origin is paused, or holds more than its share and would keep the job longer
 ///   than ``Settings/maxWaitNanoseconds`` at its own pace, and only when that lets the broker
@@ -39,6 +42,8 @@ package struct OriginScheduler<Element> {
         /// origin's. When every origin slows down at once, the worker itself (its CPU, its link) is
         /// the bottleneck, and deferring jobs would only cycle them through the delay queues.
         package var slowFactor: Double = 4
+        /// Per-tenant caps.
+        package var tenants = TenantShares.Settings()
 
         package init(limiter: OriginLimiter.Settings, window: Int) {
             self.limiter = limiter
@@ -53,10 +58,12 @@ package struct OriginScheduler<Element> {
         package var startedAt: UInt64
         /// Jobs of the origin running with this one, itself included.
         package var inFlightAtStart: Int
+        /// The job's tenant's slot in ``TenantShares``.
+        package var tenant: Int = 0
 
         /// What ``OriginScheduler/finished(_:outcome:now:)`` needs, without the job.
         package var slot: OriginSlot {
-            OriginSlot(origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart)
+            OriginSlot(origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart, tenant: tenant)
         }
     }
 
@@ -92,6 +99,8 @@ package struct OriginScheduler<Element> {
     struct Entry {
         var element: Element
         var enqueuedAt: UInt64
+        /// The job's tenant's slot in ``OriginScheduler/tenants``.
+        var tenant: Int
     }
 
     struct State {
@@ -161,23 +170,28 @@ package struct OriginScheduler<Element> {
     package internal(set) var inFlightCount = 0
     /// Origins that had work within ``Settings/activeNanoseconds``, as of the last ``sweep(now:)``.
     package internal(set) var activeOrigins = 0
-    private var serveCounter: UInt64 = 0
+    var serveCounter: UInt64 = 0
+    /// The tenants of the jobs held, and the choice among them.
+    package internal(set) var tenants: TenantShares
 
     package init(settings: Settings, jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.settings = settings
         self.jitter = jitter
         self.originsByLimit = Array(repeating: 0, count: settings.limiter.maxLimit + 1)
+        self.tenants = TenantShares(settings: settings.tenants)
     }
 
     // MARK: - Jobs in
 
-    /// A job for `origin` arrived; `deferredBefore` when it comes back from a deferral (its demand
-    /// was counted when it first came). It waits for its turn; the answer says whether it should
-    /// leave the window at once instead.
+    /// A job for `origin` arrived, of `tenant` (nil: the default tenant); `deferredBefore` when it
+    /// comes back from a deferral (its demand was counted when it first came). It waits for its
+    /// turn; the answer says whether it should leave the window at once instead. The window's
+    /// verdict is its origin's alone: a tenant never makes a job leave.
     package mutating func enqueue(
-        _ element: Element, origin: Origin, now: UInt64,
+        _ element: Element, origin: Origin, tenant: String? = nil, now: UInt64,
         deferredBefore: Bool = false
     ) -> Deferral? {
+        let tenantSlot = tenants.slot(for: tenant)
         // One lookup for a known origin (an index stays valid until the dictionary changes).
         let index: [Origin: State].Index
         if let known = origins.index(forKey: origin) {
@@ -199,26 +213,31 @@ package struct OriginScheduler<Element> {
         }
         let context = windowContext(now: now)
         // In place: a copy of the state alive here would make the append copy its queue.
-        if let leave = Self.admit(element, into: &origins.values[index], context: context, settings: settings) {
+        if let leave = Self.admit(
+            Entry(element: element, enqueuedAt: now, tenant: tenantSlot), into: &origins.values[index],
+            context: context, settings: settings)
+        {
+            tenants.release(tenantSlot)
             return Deferral(
                 element: element, origin: origin, atLeastSeconds: leave.atLeastSeconds,
                 reason: leave.reason)
         }
         if origins.values[index].waiting.count == 1 { backlogged.append(origin) }
         waitingCount += 1
+        tenants.enqueued(tenantSlot)
         syncBusy(index)
         return nil
     }
 
     private static func admit(
-        _ element: Element, into state: inout State, context: WindowContext,
+        _ entry: Entry, into state: inout State, context: WindowContext,
         settings: Settings
     ) -> Leave? {
         state.lastActive = context.now
         let verdict = windowVerdict(state, position: state.waiting.count, context: context, settings: settings)
         switch verdict {
         case .keep:
-            state.waiting.append(Entry(element: element, enqueuedAt: context.now))
+            state.waiting.append(entry)
             return nil
         case .leave(let leave):
             noteLeave(leave, of: &state)
@@ -234,7 +253,8 @@ package struct OriginScheduler<Element> {
 
     /// Whether some waiting job could start now, given a global permit.
     package func hasStartable(now: UInt64) -> Bool {
-        backlogged.contains { origin in
+        if !tenants.isTrivial { return hasStartableOfTenants(now: now) }
+        return backlogged.contains { origin in
             guard let state = origins[origin] else { return false }
             return canStart(state, now: now)
         }
@@ -242,6 +262,7 @@ package struct OriginScheduler<Element> {
 
     /// Takes the job that should use the global permit the caller holds, if any may start.
     package mutating func next(now: UInt64) -> Start? {
+        if !tenants.isTrivial { return nextOfTenants(now: now) }
         // Only the ranks are kept, never a copy of a state: a copy alive across the `modify` below
         // would share the origin's queue and make `removeFirst` copy all of it, for every job.
         var best: (index: Int, inFlight: Int, lastServed: UInt64)?
@@ -253,11 +274,16 @@ package struct OriginScheduler<Element> {
             best = (index, state.inFlight, state.lastServed)
         }
         guard let best = best?.index else { return nil }
-        let origin = backlogged[best]
+        return start(backlogged: best, entryAt: nil, now: now)
+    }
+
+    /// Starts a waiting job of the origin at `backlogged[place]`: its first, or the one at `position`.
+    mutating func start(backlogged place: Int, entryAt position: CircularBuffer<Entry>.Index?, now: UInt64) -> Start {
+        let origin = backlogged[place]
         serveCounter += 1
         let served = serveCounter
         let (entry, inFlightAtStart, drained) = Self.modify(&origins, origin) { state in
-            let entry = state.waiting.removeFirst()
+            let entry = position.map { state.waiting.remove(at: $0) } ?? state.waiting.removeFirst()
             if state.inFlight == 0 { state.busySince = now }
             state.inFlight += 1
             state.lastServed = served
@@ -265,15 +291,18 @@ package struct OriginScheduler<Element> {
             return (entry, state.inFlight, state.waiting.isEmpty)
         }
         if drained {
-            backlogged.swapAt(best, backlogged.count - 1)
+            backlogged.swapAt(place, backlogged.count - 1)
             backlogged.removeLast()
         }
         waitingCount -= 1
         inFlightCount += 1
-        return Start(element: entry.element, origin: origin, startedAt: now, inFlightAtStart: inFlightAtStart)
+        tenants.started(entry.tenant, served: served)
+        return Start(
+            element: entry.element, origin: origin, startedAt: now, inFlightAtStart: inFlightAtStart,
+            tenant: entry.tenant)
     }
 
-    private func canStart(_ state: State, now: UInt64) -> Bool {
+    func canStart(_ state: State, now: UInt64) -> Bool {
         guard !state.waiting.isEmpty, state.remainingPause(now: now) == 0 else { return false }
         return state.inFlight < limit(state)
     }
@@ -288,15 +317,16 @@ package struct OriginScheduler<Element> {
     package mutating func finished(_ slot: OriginSlot, outcome: FetchOutcome, now: UInt64) -> [Event] {
         finished(
             origin: slot.origin, startedAt: slot.startedAt, inFlightAtStart: slot.inFlightAtStart,
-            outcome: outcome, now: now)
+            tenant: slot.tenant, outcome: outcome, now: now)
     }
 
     package mutating func finished(
-        origin: Origin, startedAt: UInt64, inFlightAtStart: Int, outcome: FetchOutcome,
+        origin: Origin, startedAt: UInt64, inFlightAtStart: Int, tenant: Int = 0, outcome: FetchOutcome,
         now: UInt64
     ) -> [Event] {
         guard let index = origins.index(forKey: origin), origins.values[index].inFlight > 0 else { return [] }
         inFlightCount -= 1
+        tenants.finished(tenant)
         // In place and with the one lookup: a copy of the state costs retains and a second lookup.
         let fetch = Fetch(origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart, now: now)
         let events = Self.finish(&origins.values[index], fetch, outcome: outcome, settings: settings, jitter: jitter)

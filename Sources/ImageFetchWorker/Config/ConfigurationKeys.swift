@@ -207,6 +207,17 @@ extension ConfigurationKey {
         .seconds(
             "scheduler.defer_budget", \.scheduler.deferBudget, allowZero: false,
             help: "Seconds of deferral a job may accumulate before it fails with origin_busy."),
+        .optionalText(
+            "scheduler.tenant_header", \.scheduler.tenantHeader,
+            help: "AMQP header that names a job's tenant when its body has no tenant; unset: the body only.",
+            check: TenantSyntax.headerName),
+        .int(
+            "scheduler.tenant_limit", \.scheduler.tenantLimit, in: 0...4096,
+            help: "The most jobs of one tenant that run at once; 0: no cap per tenant."),
+        .parsed(
+            "scheduler.tenant_limits", \.scheduler.tenantLimits,
+            help: "Caps for named tenants over scheduler.tenant_limit, as tenant=limit entries, e.g. a=8,b=16.",
+            show: TenantSyntax.showLimits, parse: TenantSyntax.limits),
     ]
 
     @Sendable static func showDelays(_ delays: [Int]) -> String {
@@ -312,6 +323,9 @@ extension ConfigurationKey {
         .seconds(
             "metrics.depth_interval", \.metrics.depthInterval, allowZero: true,
             help: "Seconds between queue-depth samples; 0 turns them off."),
+        .int(
+            "metrics.tenants", \.metrics.tenants, in: 0...1000,
+            help: "Tenants that get their own metric label (the rest are \"other\"); 0 turns tenant metrics off."),
     ]
 
     /// The AWS variables each credential falls back to when its `s3.*` key is not set anywhere.

@@ -199,6 +199,13 @@ package struct WorkerConfiguration: Sendable, Equatable {
         /// `scheduler.defer_budget`: seconds of deferral a job may accumulate before it fails with
         /// `origin_busy`.
         package var deferBudget: Double = 3600
+        /// `scheduler.tenant_header`: the AMQP header that names a job's tenant when its body has
+        /// no `tenant`; nil: the body only.
+        package var tenantHeader: String?
+        /// `scheduler.tenant_limit`: the most jobs of one tenant that run at once; 0: no cap.
+        package var tenantLimit: Int = 0
+        /// `scheduler.tenant_limits`: caps for named tenants, over ``tenantLimit``.
+        package var tenantLimits: [String: Int] = [:]
         package init() {}
 
         /// ``maxLimit``, or the concurrency when it is 0.
@@ -306,6 +313,9 @@ package struct WorkerConfiguration: Sendable, Equatable {
     package struct Metrics: Sendable, Equatable {
         /// `metrics.depth_interval`: seconds between queue-depth samples; 0 turns them off.
         package var depthInterval: Double = 10
+        /// `metrics.tenants`: how many tenants get their own label on the per-tenant metrics (the
+        /// rest count as `other`); 0 turns those metrics off, since tenant names are unbounded.
+        package var tenants: Int = 0
         package init() {}
     }
 

@@ -25,11 +25,14 @@ public struct Job: Sendable, Equatable {
     public var etag: String?
     public var lastModified: String?
     public var previousSHA256: String?
+    /// The tenant the job belongs to (the body's `tenant`, else the `scheduler.tenant_header`
+    /// header), checked by ``Tenant/problem(_:)``; nil for the default tenant.
+    public var tenant: String?
 
     public init(
         id: String, url: String, key: String? = nil, replyTo: String? = nil, correlationID: String? = nil,
         attempt: Int = 1, firstSeen: String? = nil, redelivered: Bool = false, headers: [HTTPHeaderField] = [],
-        etag: String? = nil, lastModified: String? = nil, previousSHA256: String? = nil
+        etag: String? = nil, lastModified: String? = nil, previousSHA256: String? = nil, tenant: String? = nil
     ) {
         self.id = id
         self.url = url
@@ -43,6 +46,7 @@ public struct Job: Sendable, Equatable {
         self.etag = etag
         self.lastModified = lastModified
         self.previousSHA256 = previousSHA256
+        self.tenant = tenant
     }
 
     private struct Body: Decodable {
@@ -53,9 +57,10 @@ public struct Job: Sendable, Equatable {
         var etag: String?
         var lastModified: String?
         var sha256: String?
+        var tenant: String?
 
         enum CodingKeys: String, CodingKey {
-            case id, url, key, headers, etag, sha256
+            case id, url, key, headers, etag, sha256, tenant
             case lastModified = "last_modified"
         }
     }
@@ -80,7 +85,11 @@ public struct Job: Sendable, Equatable {
     /// - Parameter allowedHeaders: `fetch.job_headers`, lower case: the header names the body's
     ///   `headers` object may use. Any other name, a CR, LF or control character in a value, or a
     ///   value over ``RequestHeaders/maxValueBytes`` makes the job invalid.
-    public static func decode(_ delivery: Delivery, allowedHeaders: Set<String> = []) -> Result<Job, JobError> {
+    /// - Parameter tenantHeader: `scheduler.tenant_header`: the AMQP header that names the tenant
+    ///   when the body has no `tenant`; nil to read the body only.
+    public static func decode(
+        _ delivery: Delivery, allowedHeaders: Set<String> = [], tenantHeader: String? = nil
+    ) -> Result<Job, JobError> {
         let body: JobBodyScanner.Fields
         switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {
         case .success(let fields): body = fields
@@ -113,6 +122,11 @@ public struct Job: Sendable, Equatable {
         if let previousSHA256, previousSHA256.utf8.count != 64 || !StorageKey.isDigest(previousSHA256) {
             return .failure(JobError(.invalidJob, "the job's sha256 is not 64 hexadecimal digits"))
         }
+        let tenant: String?
+        switch Tenant.read(body: body.tenant, header: tenantHeader.flatMap { properties.headers[$0] }) {
+        case .success(let name): tenant = name
+        case .failure(let error): return .failure(error)
+        }
         let attempt = JobHeaders.count(properties.headers[JobHeaders.attempt]) ?? 1
         return .success(
             Job(
@@ -120,7 +134,8 @@ public struct Job: Sendable, Equatable {
                 correlationID: properties.correlationID, attempt: max(attempt, 1),
                 firstSeen: JobHeaders.firstSeen(properties.headers[JobHeaders.firstSeen]),
                 redelivered: delivery.redelivered,
-                headers: headers, etag: etag, lastModified: lastModified, previousSHA256: previousSHA256))
+                headers: headers, etag: etag, lastModified: lastModified, previousSHA256: previousSHA256,
+                tenant: tenant))
     }
 
     /// The full decoder, for every body the scanner leaves alone; also the reference it is
@@ -138,11 +153,11 @@ public struct Job: Sendable, Equatable {
                 JobError(
                     .invalidJob,
                     "the body does not match the job schema (id: string, url: string, key: string, "
-                        + "headers: object of strings, etag, last_modified, sha256: strings)"))
+                        + "headers: object of strings, etag, last_modified, sha256, tenant: strings)"))
         }
         return .success(
             JobBodyScanner.Fields(
                 id: body.id?.text, url: body.url, key: body.key, headers: body.headers, etag: body.etag,
-                lastModified: body.lastModified, sha256: body.sha256))
+                lastModified: body.lastModified, sha256: body.sha256, tenant: body.tenant))
     }
 }

@@ -2,8 +2,8 @@
 /// strings (no escapes), integers, `true`, `false` or `null`, each key once, such as
 /// `{"id":"42","url":"https://example.com/a.png"}`.
 ///
-/// It answers only when the body has that shape, its `id`, `url`, `key`, `etag`, `last_modified`
-/// and `sha256` have the types of the job schema, and it has no `headers` (other than `null`); for
+/// It answers only when the body has that shape, its `id`, `url`, `key`, `etag`, `last_modified`,
+/// `sha256` and `tenant` have the types of the job schema, and it has no `headers` (other than `null`); for
 /// anything else (escapes, nested values, fractions, duplicate keys, invalid UTF-8, a schema
 /// mismatch, malformed JSON) it returns nil and ``Job/decode(_:allowedHeaders:)`` falls back to
 /// Foundation's `JSONDecoder`, which gives
@@ -24,6 +24,8 @@ enum JobBodyScanner {
         var etag: String? = nil
         var lastModified: String? = nil
         var sha256: String? = nil
+        /// The tenant, unchecked.
+        var tenant: String? = nil
     }
 
     /// The fields of a body of the common shape, or nil to fall back to the full decoder.
@@ -77,7 +79,7 @@ enum JobBodyScanner {
                     case .null: fields.id = nil
                     case .literal: return nil
                     }
-                case "url", "key", "etag", "last_modified", "sha256":
+                case "url", "key", "etag", "last_modified", "sha256", "tenant":
                     let text: String?
                     switch value {
                     case .string(let string): text = string
@@ -89,6 +91,7 @@ enum JobBodyScanner {
                     case "key": fields.key = text
                     case "etag": fields.etag = text
                     case "last_modified": fields.lastModified = text
+                    case "tenant": fields.tenant = text
                     default: fields.sha256 = text
                     }
                 case "headers":

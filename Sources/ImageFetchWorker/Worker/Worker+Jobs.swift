@@ -11,7 +11,8 @@ extension Worker {
     func intake(_ delivery: Delivery) {
         let job: Job
         let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
-        switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders) {
+        let tenantHeader = configuration.scheduler.tenantHeader
+        switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders, tenantHeader: tenantHeader) {
         case .failure(let error):
             let context = JobContext(delivery: delivery, job: nil, trace: trace)
             run(context) { $0.answeredWithoutFetch() }
@@ -47,7 +48,8 @@ extension Worker {
             // for every prefetched job.
             context.fetchURL = url.url == job.url ? job.url : url.url
             run(context) { $0.submitted() }
-            admission.submit(context, origin: Origin(url), deferredBefore: Self.comesBackFromDeferral(delivery))
+            admission.submit(
+                context, origin: Origin(url), tenant: job.tenant, deferredBefore: Self.comesBackFromDeferral(delivery))
         }
     }
 

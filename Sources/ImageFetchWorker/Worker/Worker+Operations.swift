@@ -37,6 +37,7 @@ extension Worker {
                 originMetrics.paused.set(Int64(origins.paused))
                 fetchMetrics.collect(tls: fetchEngine.tlsCounts)
                 return stats.metrics.render() + OriginMetrics.limitHistogram(origins.limits)
+                    + (tenantMetrics?.render(admission.tenants()) ?? [])
             },
             origins: { [weak self] limit in
                 guard let self else { return Array("[]\n".utf8) }

@@ -33,6 +33,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let hostName = ProcessInfo.processInfo.hostName
     let policy: OutcomePolicy
     let originMetrics: OriginMetrics
+    /// `metrics.tenants` > 0: the per-tenant metrics.
+    let tenantMetrics: TenantMetrics?
     let fetchMetrics: FetchMetrics
     /// Opt-out signals (`Fetch/OptOut/`): the response-header checks every image fetch carries,
     /// and the robots.txt gate when `fetch.robots` is `respect`.
@@ -65,6 +67,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         let metrics = WorkerMetrics(concurrency: concurrency)
         self.stats = WorkerStats(metrics: metrics)
         self.originMetrics = OriginMetrics(registry: metrics.registry)
+        self.tenantMetrics =
+            configuration.metrics.tenants > 0 ? TenantMetrics(maxLabels: configuration.metrics.tenants) : nil
         self.fetchMetrics = FetchMetrics(registry: metrics.registry)
         self.optOutMetrics = OptOutMetrics(registry: metrics.registry)
         self.optOutPolicy = configuration.fetch.optOut.policy
@@ -102,6 +106,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil)
         self.admission = Admission(
             settings: Self.schedulerSettings(configuration), semaphore: semaphore, inFlight: inFlight,
+            tenantMetrics: tenantMetrics,
             handlers: .init(
                 start: { [unowned self] ticket in self.start(ticket) },
                 deferJob: { [unowned self] context, origin, atLeast, reason in
@@ -124,6 +129,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         settings.maxPauseNanoseconds = UInt64(scheduler.maxRetryAfter * 1e9)
         settings.overloadPauseNanoseconds = UInt64(scheduler.overloadPause * 1e9)
         settings.maxOverloadPauseNanoseconds = UInt64(scheduler.maxOverloadPause * 1e9)
+        settings.tenants = TenantShares.Settings(
+            limit: scheduler.tenantLimit > 0 ? scheduler.tenantLimit : nil, limits: scheduler.tenantLimits)
         return settings
     }
 

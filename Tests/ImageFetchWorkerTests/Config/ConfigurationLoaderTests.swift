@@ -233,6 +233,13 @@ struct ConfigurationLoaderTests {
         ("SCHEDULER_INITIAL_LIMIT", "17", "scheduler.initial_limit"),
         ("SCHEDULER_DEFER_DELAYS", "500ms", "scheduler.defer_delays"),
         ("SCHEDULER_MAX_WAIT", "0", "scheduler.max_wait"),
+        ("SCHEDULER_TENANT_LIMITS", "a=8,a=9", "scheduler.tenant_limits"),
+        ("SCHEDULER_TENANT_LIMITS", "a=0", "scheduler.tenant_limits"),
+        ("SCHEDULER_TENANT_LIMITS", "a b=2", "scheduler.tenant_limits"),
+        ("SCHEDULER_TENANT_LIMITS", "a", "scheduler.tenant_limits"),
+        ("SCHEDULER_TENANT_LIMIT", "-1", "scheduler.tenant_limit"),
+        ("SCHEDULER_TENANT_HEADER", "x-\u{0A}t", "scheduler.tenant_header"),
+        ("METRICS_TENANTS", "1001", "metrics.tenants"),
     ])
     func badValueNamesItsKey(_ variable: String, _ value: String, _ key: String) {
         let error = loadError([], [variable: value])

@@ -62,6 +62,9 @@ struct ConfigurationPrecedenceTests {
         "scheduler.probe_interval": ["1", "2", "3"],
         "scheduler.defer_delays": ["1s", "2s,3s", "1m"],
         "scheduler.defer_budget": ["1", "2", "3"],
+        "scheduler.tenant_header": ["x-tenant", "tenant", "x-customer"],
+        "scheduler.tenant_limit": ["1", "2", "3"],
+        "scheduler.tenant_limits": ["f=1", "e=2,c=3", "c=4"],
         "storage.kind": ["none", "s3", "none"],
         "storage.path": ["/f", "/e", "/c"],
         "storage.fsync": ["no", "1", "false"],
@@ -79,6 +82,7 @@ struct ConfigurationPrecedenceTests {
         "log.format": ["json", "text", "JSON"],
         "log.summary_interval": ["1", "2", "3"],
         "metrics.depth_interval": ["1", "2", "3"],
+        "metrics.tenants": ["1", "2", "3"],
     ]
 
     /// Other keys a key needs to be valid, set in the environment of every case.

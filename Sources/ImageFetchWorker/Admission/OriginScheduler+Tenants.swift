@@ -1,0 +1,44 @@
+import NIOCore
+
+/// The tenant level of the choice (docs/scheduling.md, "Tenants"), taken only when jobs of more than
+/// one tenant wait or some tenant has a cap: first the tenant, by ``TenantShares``, then the fairest
+/// of its origins, as ``OriginScheduler/next(now:)`` picks among all origins, and that origin's
+/// oldest job of the tenant.
+///
+/// An origin keeps one queue in arrival order, whatever the tenants of its jobs, so that the window
+/// and the origin's limit see the origin as before. So the choice reads the waiting jobs of the
+/// origins that could start one: a scan of at most the prefetch window per start, paid only while
+/// tenants compete.
+extension OriginScheduler {
+    func hasStartableOfTenants(now: UInt64) -> Bool {
+        backlogged.contains { origin in
+            guard let state = origins[origin], canStart(state, now: now) else { return false }
+            return state.waiting.contains { tenants.hasRoom($0.tenant) }
+        }
+    }
+
+    mutating func nextOfTenants(now: UInt64) -> Start? {
+        // The tenant: among those with a job that could start now.
+        var tenant: Int?
+        for origin in backlogged {
+            guard let state = origins[origin], canStart(state, now: now) else { continue }
+            for entry in state.waiting where entry.tenant != tenant && tenants.hasRoom(entry.tenant) {
+                if let current = tenant, !tenants.precedes(entry.tenant, current) { continue }
+                tenant = entry.tenant
+            }
+        }
+        guard let tenant else { return nil }
+        // Its origin: the fewest running, ties to the one served longest ago.
+        var best: (place: Int, position: CircularBuffer<Entry>.Index, inFlight: Int, lastServed: UInt64)?
+        for (place, origin) in backlogged.enumerated() {
+            guard let state = origins[origin], canStart(state, now: now) else { continue }
+            if let current = best, (current.inFlight, current.lastServed) <= (state.inFlight, state.lastServed) {
+                continue
+            }
+            guard let position = state.waiting.firstIndex(where: { $0.tenant == tenant }) else { continue }
+            best = (place, position, state.inFlight, state.lastServed)
+        }
+        guard let best else { return nil }
+        return start(backlogged: best.place, entryAt: best.position, now: now)
+    }
+}
