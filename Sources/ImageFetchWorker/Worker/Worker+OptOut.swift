@@ -20,6 +20,7 @@ extension Worker {
                 run(context) { $0.fetched(.other) }
                 run(context) { $0.decided() }
                 finish(context, job: job, error: JobError(signal), response: nil)
+                shareFailure(takeFollowers(context), error: JobError(signal))
             case .aborted:
                 run(context) { $0.handBack() }
             }

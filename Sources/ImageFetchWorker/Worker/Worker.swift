@@ -39,6 +39,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let optOutPolicy: OptOutPolicy?
     let robotsGate: RobotsGate?
     let optOutMetrics: OptOutMetrics
+    /// Identical requests waiting or in flight, which later jobs follow (Worker+SharedFetch.swift).
+    let sharedFetches: SharedFetches
     /// Set once `init` returns; admission's handlers call back into the worker.
     private(set) var admission: Admission<JobContext>!
 
@@ -67,6 +69,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.originMetrics = OriginMetrics(registry: metrics.registry)
         self.fetchMetrics = FetchMetrics(registry: metrics.registry)
         self.optOutMetrics = OptOutMetrics(registry: metrics.registry)
+        self.sharedFetches = SharedFetches(registry: metrics.registry)
         self.optOutPolicy = configuration.fetch.optOut.policy
         self.policy = OutcomePolicy(configuration)
         self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
