@@ -103,8 +103,9 @@ package final class S3Sink: ImageSink {
         var head = FetchRequest(url: url)
         head.method = .head
         sign(&head, signer)
+        head.headers = ["x-amz-content-sha256: \(S3Addressing.emptySHA256)"]
         if let token = signer.sessionToken {
-            head.headers = ["x-amz-security-token: \(S3Addressing.headerSafe(token, limit: 8192))"]
+            head.headers.append("x-amz-security-token: \(S3Addressing.headerSafe(token, limit: 8192))")
         }
         let expected = "\"" + Insecure.MD5.hash(data: request.body).hexString + "\""
         engine.fetch(head) { [self, completions] response in
@@ -152,6 +153,9 @@ package final class S3Sink: ImageSink {
 /// URLs, headers and errors of the S3 REST API, kept apart from the sink so they can be tested
 /// without a store.
 enum S3Addressing {
+    /// The SHA-256 of no bytes: the payload digest of a `HEAD`.
+    static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
     /// The normalised endpoint (`scheme://host[:port]`, scheme lower-cased, no trailing `/`), or
     /// nil if `text` is not an `http`/`https` URL with a host and nothing after it but `/`.
     static func validateEndpoint(_ text: String) -> String? {
