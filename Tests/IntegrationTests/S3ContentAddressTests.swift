@@ -49,8 +49,10 @@ struct S3ContentAddressTests {
         let key = String(location.dropFirst("s3://\(Self.bucket)/".count))
         var planted = store.signed("\(store.endpoint)/\(Self.bucket)/\(key)", credentials: "\(keyID):\(secret)")
         planted.method = .put
-        planted.uploadBody = Array("not the image".utf8)
-        planted.headers = ["x-amz-content-sha256: \(SHA256.hash(data: planted.uploadBody!).map { String(format: "%02x", $0) }.joined())"]
+        let plantedBytes = Array("not the image".utf8)
+        planted.uploadBody = plantedBytes
+        let plantedDigest = SHA256.hash(data: plantedBytes).map { String(format: "%02x", $0) }.joined()
+        planted.headers = ["x-amz-content-sha256: \(plantedDigest)"]
         let put = await store.send(planted)
         #expect(put.error == nil, "\(String(describing: put.error))")
         let replaced = try await Self.store(sink, body).get()

@@ -166,7 +166,8 @@ extension Worker {
     /// What a fetch's response means for one job: its checks, its store, its result. The leader of
     /// a shared fetch and each of its followers come here with the same response.
     func conclude(
-        _ context: JobContext, job: Job, response: FetchResponse, error: JobError?, retryAfterSeconds retryAfter: Double?
+        _ context: JobContext, job: Job, response: FetchResponse, error: JobError?,
+        retryAfterSeconds retryAfter: Double?
     ) {
         optOutMetrics.record(response)
         if let error {

@@ -25,7 +25,9 @@ extension Worker {
 
     /// Each follower goes on with its own copy of the leader's response: a failure fails each with
     /// the same code, and each decides its retry by its own attempt count.
-    func shareOutcome(_ followers: [JobContext], response: FetchResponse, error: JobError?, retryAfterSeconds: Double?) {
+    func shareOutcome(
+        _ followers: [JobContext], response: FetchResponse, error: JobError?, retryAfterSeconds: Double?
+    ) {
         for follower in followers {
             run(follower) { $0.leaderFetched() }
             guard let job = follower.job else {
