@@ -19,6 +19,8 @@ public struct JobResult: Sendable, Equatable {
     public var bytes: Int?
     public var sha256: String?
     public var location: String?
+    /// Whether this job wrote the object at ``location`` (false: the same bytes were already there).
+    public var stored: Bool?
     public var finalURL: String?
     public var redirects: Int?
     /// The origin's `ETag` and `Last-Modified` (``CacheValidators``), for the next job's refetch.
@@ -86,6 +88,7 @@ public struct JobResult: Sendable, Equatable {
         json.field("bytes", bytes)
         json.field("sha256", sha256)
         json.field("location", location)
+        json.field("stored", stored)
         json.field("final_url", finalURL)
         json.field("redirects", redirects)
         json.field("etag", etag)

@@ -93,7 +93,7 @@ public final class FileSink: ImageSink {
             verified.withLock({ $0.holds(path, as: identity) }) || FileSink.fileHolds(request.body, at: path)
         {
             verified.withLock { $0.remember(path, as: identity) }
-            return .success(StoredObject(location: "file://" + path))
+            return .success(StoredObject(location: "file://" + path, wrote: false))
         }
         return FileSink.write(request.body, key: key, path: path, fsync: fsync)
     }

@@ -2,10 +2,14 @@
 public struct StoredObject: Sendable, Equatable {
     /// `file:///abs/path` or `s3://bucket/key`; nil when nothing was stored.
     public var location: String?
+    /// Whether this store wrote (or uploaded) the object; false when its content address already
+    /// held these bytes and nothing was written (the result's `stored`).
+    public var wrote: Bool
 
     /// Creates a stored-object description.
-    public init(location: String?) {
+    public init(location: String?, wrote: Bool = true) {
         self.location = location
+        self.wrote = wrote
     }
 }
 

@@ -1,7 +1,10 @@
+import Crypto
 import Dispatch
 
 /// Stores bodies as objects in an S3-compatible store (AWS S3, MinIO, Ceph, moto) with one
-/// SigV4-signed `PUT` each, for `storage.kind=s3`.
+/// SigV4-signed `PUT` each, for `storage.kind=s3`. A content-addressed key is checked with a
+/// `HEAD` first: an object already there with these bytes (its ETag is their MD5) is not uploaded
+/// again, and the result says `stored: false`.
 ///
 /// - The object key is `<s3.prefix><key>`, where the key is the job's sanitised `key` when usable,
 ///   else the content-addressed `<sha256[0..2]>/<sha256>.<ext>` (``StorageRequest/resolvedKey``).
@@ -88,20 +91,52 @@ package final class S3Sink: ImageSink {
             completions.async { completion(.failure(error)) }
             return
         }
-        let key = settings.prefix + request.resolvedKey
-        var upload = FetchRequest(
-            url: S3Addressing.objectURL(
-                endpoint: settings.resolvedEndpoint, bucket: settings.bucket, key: key, pathStyle: settings.pathStyle))
+        let (resolvedKey, contentAddressed) = request.resolved
+        let key = settings.prefix + resolvedKey
+        let url = S3Addressing.objectURL(
+            endpoint: settings.resolvedEndpoint, bucket: settings.bucket, key: key, pathStyle: settings.pathStyle)
+        let location = "s3://\(settings.bucket)/\(key)"
+        guard contentAddressed else { return upload(request, url: url, location: location, signer: signer, completion) }
+        // A content address names its bytes: when the object is there with them (its ETag, the
+        // MD5 of a single-part PUT, matches), it is not uploaded again. Any other answer (none,
+        // 404, another ETag) leads to the PUT, which reports what goes wrong.
+        var head = FetchRequest(url: url)
+        head.method = .head
+        sign(&head, signer)
+        head.headers = ["x-amz-content-sha256: \(S3Addressing.emptySHA256)"]
+        if let token = signer.sessionToken {
+            head.headers.append("x-amz-security-token: \(S3Addressing.headerSafe(token, limit: 8192))")
+        }
+        let expected = "\"" + Insecure.MD5.hash(data: request.body).hexString + "\""
+        engine.fetch(head) { [self, completions] response in
+            // Off the engine's loop, like every completion.
+            completions.async { [self] in
+                guard response.error == nil, response.httpStatus == 200, response.etag == expected else {
+                    return upload(request, url: url, location: location, signer: signer, completion)
+                }
+                completion(.success(StoredObject(location: location, wrote: false)))
+            }
+        }
+    }
+
+    private func sign(_ request: inout FetchRequest, _ signer: AWSCredentials) {
+        request.awsSigV4 = signing
+        request.userPassword = signer.accessKeyID + ":" + signer.secretAccessKey
+        request.checkAddresses = false
+    }
+
+    private func upload(
+        _ request: StorageRequest, url: String, location: String, signer: AWSCredentials,
+        _ completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+    ) {
+        var upload = FetchRequest(url: url)
         upload.method = .put
         upload.uploadBody = request.body
-        upload.awsSigV4 = signing
-        upload.userPassword = signer.accessKeyID + ":" + signer.secretAccessKey
-        upload.checkAddresses = false
+        sign(&upload, signer)
         upload.headers = S3Addressing.uploadHeaders(
             contentType: request.info.format.mimeType, sha256: request.sha256, jobID: request.jobID,
             sourceURL: request.sourceURL, sessionToken: signer.sessionToken)
         let bucket = settings.bucket
-        let location = "s3://\(bucket)/\(key)"
         engine.fetch(upload) { [completions] response in
             let result: Result<StoredObject, JobError>
             if let error = response.error {
@@ -118,6 +153,9 @@ package final class S3Sink: ImageSink {
 /// URLs, headers and errors of the S3 REST API, kept apart from the sink so they can be tested
 /// without a store.
 enum S3Addressing {
+    /// The SHA-256 of no bytes: the payload digest of a `HEAD`.
+    static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
     /// The normalised endpoint (`scheme://host[:port]`, scheme lower-cased, no trailing `/`), or
     /// nil if `text` is not an `http`/`https` URL with a host and nothing after it but `/`.
     static func validateEndpoint(_ text: String) -> String? {

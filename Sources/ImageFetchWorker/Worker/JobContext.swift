@@ -14,6 +14,8 @@ final class JobContext: @unchecked Sendable {
     var admittedAt: UInt64 = 0
     /// The checked URL, as libcurl is given it.
     var fetchURL: String?
+    /// Set while the job leads a request that identical jobs may follow (``SharedFetches``).
+    var sharedRequest: InFlightRequests<JobContext>.Key?
     /// Where the job is in its life, and so what it holds. Changed only through ``Worker/run(_:_:)``.
     var lifecycle = JobLifecycle()
     /// The job's W3C context and spans; its messages and log lines carry the context.
@@ -31,6 +33,8 @@ final class JobContext: @unchecked Sendable {
     /// (tag, epoch, arrival) and, for a redelivery or a fallback result, the job. Hundreds of jobs
     /// wait for their confirms at once; their bodies and properties need not wait with them.
     func dropContent(keepingJob: Bool) {
+        // A leader gives its followers their way on before its own messages go out.
+        assert(sharedRequest == nil, "a leader's followers were left behind")
         delivery = delivery.withoutContent
         if !keepingJob, job?.redelivered != true { job = nil }
         fetchURL = nil

@@ -8,11 +8,14 @@
 /// waiting, admitted, fetched, decided ─► handedBack   the drain, its deadline, a lost channel
 /// publishing ─► handedBack                   the channel was lost before every confirm
 /// publishing ─► rejecting ─► settled         a copy that cannot be encoded
+/// received ─► following ─► followed ─► decided   a follower of an identical request's fetch
+/// following ─► decided, following ─► handedBack   its leader was deferred, or handed back
 /// ```
 ///
 /// What the job holds, by state, and where each is given back; nothing else gives them back:
 /// - the group `inFlight` (the drain waits on it): from `waiting` (``Admission`` enters it) or from
-///   an answer without a fetch (``answeredWithoutFetch()``) to `settled` or `handedBack`;
+///   an answer without a fetch (``answeredWithoutFetch()``) or from ``attached()`` to `settled` or
+///   `handedBack`;
 /// - a global permit: while `admitted` and `fetched`, given back when the outcome is ``decided()``
 ///   or the job is handed back;
 /// - its origin's slot: while `admitted`, given back with what the fetch told about the origin
@@ -34,6 +37,12 @@ package struct JobLifecycle: Sendable, Equatable {
         case publishing(Publishing)
         /// A copy could not be encoded: the fallback result is out, then the delivery is rejected.
         case rejecting
+        /// Attached to an identical request's leader (``InFlightRequests``), holding the group only:
+        /// no permit and no slot, since it causes no request.
+        case following
+        /// The leader's fetch ended: its own checks and store run on the shared response, still
+        /// holding only the group.
+        case followed
         /// Acked, nacked or rejected, and out of the group.
         case settled
         /// Returned to the broker unanswered (nacked with requeue, or left to a lost channel's
@@ -118,7 +127,7 @@ package struct JobLifecycle: Sendable, Equatable {
         switch state {
         case .received: .arrived
         case .waiting: .waiting
-        case .admitted, .fetched, .decided, .publishing, .rejecting: .inFlight
+        case .admitted, .fetched, .following, .followed, .decided, .publishing, .rejecting: .inFlight
         case .settled, .handedBack: .done
         }
     }
@@ -139,6 +148,22 @@ package struct JobLifecycle: Sendable, Equatable {
         return .enterGroup
     }
 
+    /// An identical request is waiting or in flight: the job follows it instead of going to
+    /// admission, and enters the group here.
+    package mutating func attached() -> Action {
+        guard case .received = state else { return invalid() }
+        state = .following
+        return .enterGroup
+    }
+
+    /// The leader's fetch ended (or its robots.txt check did): the follower goes on with its own
+    /// copy of the outcome.
+    package mutating func leaderFetched() -> Action {
+        guard case .following = state else { return invalid() }
+        state = .followed
+        return .none
+    }
+
     /// Admission gave the job a permit and its origin's slot. A job that cannot start (no checked
     /// URL: never scheduled, but it must not be lost) gives both back and is handed back.
     package mutating func admitted(_ slot: OriginSlot, canStart: Bool) -> Action {
@@ -151,17 +176,24 @@ package struct JobLifecycle: Sendable, Equatable {
         return .fetch
     }
 
-    /// The scheduler gave the job up from the window: it is republished to a delay queue. It never
-    /// held a permit.
+    /// The scheduler gave the job (or the leader it follows) up from the window: it is republished
+    /// to a delay queue. It never held a permit.
     package mutating func deferred() -> Action {
-        guard case .waiting = state else { return invalid() }
+        switch state {
+        case .waiting, .following: break
+        default: return invalid()
+        }
         state = .decided
         return .none
     }
 
-    /// Taken out of its origin's queue: by the drain (`nack`) or because its channel was lost.
+    /// Taken out of its origin's queue (or its leader was): by the drain (`nack`) or because its
+    /// channel was lost.
     package mutating func takenBack(nack: Bool) -> Action {
-        guard case .waiting = state else { return invalid() }
+        switch state {
+        case .waiting, .following: break
+        default: return invalid()
+        }
         state = .handedBack
         return .dropWaiting(nack: nack)
     }
@@ -182,6 +214,9 @@ package struct JobLifecycle: Sendable, Equatable {
         case .fetched:
             state = .decided
             return .releasePermit
+        case .followed:
+            state = .decided
+            return .none
         case .decided:
             return .none
         default:
@@ -199,7 +234,7 @@ package struct JobLifecycle: Sendable, Equatable {
         case .fetched:
             state = .handedBack
             return .handBack(slot: nil, releasePermit: true)
-        case .decided:
+        case .decided, .following, .followed:
             state = .handedBack
             return .handBack(slot: nil, releasePermit: false)
         default:

@@ -47,6 +47,8 @@ extension Worker {
             // Most URLs pass unchanged: then the job's string is shared instead of kept twice
             // for every prefetched job.
             context.fetchURL = url.url == job.url ? job.url : url.url
+            // An identical request waiting or in flight: this job takes its outcome (Worker+SharedFetch.swift).
+            if joinSharedFetch(context, job: job, url: url.url) { return }
             run(context) { $0.submitted() }
             admission.submit(
                 context, origin: Origin(url), tenant: job.tenant, deferredBefore: Self.comesBackFromDeferral(delivery))
@@ -109,6 +111,10 @@ extension Worker {
     ) {
         run(context) { $0.deferred() }
         context.admittedAt = DispatchTime.now().uptimeNanoseconds
+        // Followers go where their leader goes, each with its own deferral count.
+        for follower in takeFollowers(context) {
+            deferJob(follower, origin: origin, atLeastSeconds: atLeastSeconds, reason: reason)
+        }
         guard let job = context.job else { return run(context) { $0.handBack() } }
         guard let decision = policy.deferred(context.delivery, job: job, atLeastSeconds: atLeastSeconds) else {
             finish(context, job: job, error: policy.budgetSpent, response: nil)
@@ -149,11 +155,23 @@ extension Worker {
             stats.metrics.fetchDuration.recordNanoseconds(Int64(timings.totalMs * 1_000_000))
         }
         fetchMetrics.record(response)
-        optOutMetrics.record(response)
         if let status = response.httpStatus, status == 429 || status == 503 {
             originMetrics.overloadResponse(status: status)
         }
         if !response.body.isEmpty { stats.metrics.fetchedBytes.increment(by: response.body.count) }
+        // Taken before the leader's own store, which so comes first (Worker+SharedFetch.swift).
+        let followers = takeFollowers(context)
+        conclude(context, job: job, response: response, error: error, retryAfterSeconds: retryAfter)
+        shareOutcome(followers, response: response, error: error, retryAfterSeconds: retryAfter)
+    }
+
+    /// What a fetch's response means for one job: its checks, its store, its result. The leader of
+    /// a shared fetch and each of its followers come here with the same response.
+    func conclude(
+        _ context: JobContext, job: Job, response: FetchResponse, error: JobError?,
+        retryAfterSeconds retryAfter: Double?
+    ) {
+        optOutMetrics.record(response)
         if let error {
             if error.code == .aborted {
                 run(context) { $0.handBack() }
@@ -200,7 +218,7 @@ extension Worker {
             case .success(let stored):
                 self.finish(
                     context, job: job, error: nil, response: response, image: info, digest: digest,
-                    location: stored.location)
+                    location: stored.location, stored: stored.location == nil ? nil : stored.wrote)
             case .failure(let error):
                 self.finish(context, job: job, error: error, response: response)
             }
@@ -242,7 +260,8 @@ extension Worker {
     func finish(
         _ context: JobContext, job: Job, error: JobError?, response: FetchResponse?,
         retryAfterSeconds: Double? = nil,
-        image: ImageInfo? = nil, digest: String? = nil, location: String? = nil, notModified: Bool = false
+        image: ImageInfo? = nil, digest: String? = nil, location: String? = nil, stored: Bool? = nil,
+        notModified: Bool = false
     ) {
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - context.admittedAt) / 1e6
         let status: JobResult.Status = error != nil ? .failed : notModified ? .notModified : .ok
@@ -265,6 +284,7 @@ extension Worker {
         result.bytes = image == nil ? nil : response?.body.count
         result.sha256 = digest
         result.location = location
+        result.stored = stored
         result.error = error
         let decision = policy.finished(context.delivery, job: job, result: result, retryAfterSeconds: retryAfterSeconds)
         if logger.logLevel <= .debug {

@@ -40,6 +40,7 @@ extension Worker {
                 stats.handedBack()
             }
             inFlight.leave()
+            handBackFollowers(of: context, nack: nack)
         case .handBack(let slot, let releasePermit):
             if releasePermit { CompletionBatch.signal(semaphore) }
             if let slot { admission.finished(slot, outcome: .other) }
@@ -50,6 +51,7 @@ extension Worker {
                 stats.handedBack()
                 inFlight.leave()
             }
+            handBackFollowers(of: context, nack: nil)
         case .settle(let settlement, let ending):
             if let ending { endSpans(context, ending) }
             settle(context, settlement)

@@ -19,7 +19,9 @@ extension Worker {
                 // No fetch of the image: the slot goes back as if one ended, then the permit.
                 run(context) { $0.fetched(.other) }
                 run(context) { $0.decided() }
+                let followers = takeFollowers(context)
                 finish(context, job: job, error: JobError(signal), response: nil)
+                shareFailure(followers, error: JobError(signal))
             case .aborted:
                 run(context) { $0.handBack() }
             }

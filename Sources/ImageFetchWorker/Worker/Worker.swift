@@ -41,6 +41,8 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let optOutPolicy: OptOutPolicy?
     let robotsGate: RobotsGate?
     let optOutMetrics: OptOutMetrics
+    /// Identical requests waiting or in flight, which later jobs follow (Worker+SharedFetch.swift).
+    let sharedFetches: SharedFetches
     /// Set once `init` returns; admission's handlers call back into the worker.
     private(set) var admission: Admission<JobContext>!
 
@@ -71,6 +73,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
             configuration.metrics.tenants > 0 ? TenantMetrics(maxLabels: configuration.metrics.tenants) : nil
         self.fetchMetrics = FetchMetrics(registry: metrics.registry)
         self.optOutMetrics = OptOutMetrics(registry: metrics.registry)
+        self.sharedFetches = SharedFetches(registry: metrics.registry)
         self.optOutPolicy = configuration.fetch.optOut.policy
         self.policy = OutcomePolicy(configuration)
         self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))

@@ -111,19 +111,25 @@ fileprivate extension ImageSink {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let sink = try FileSink(root: folder.path, fsync: false)
-        let path = try #require(try await sink.store(request(key: nil)).get().location).dropFirst("file://".count)
+        let written = try await sink.store(request(key: nil)).get()
+        #expect(written.wrote)
+        let path = try #require(written.location).dropFirst("file://".count)
         var first = stat()
         #expect(stat(String(path), &first) == 0)
         let again = try await sink.store(request(key: nil)).get()
         var second = stat()
         #expect(stat(String(path), &second) == 0)
         #expect(again.location == "file://" + path)
+        #expect(!again.wrote, "the result's stored: nothing was written")
         #expect(first.st_ino == second.st_ino, "a rewrite renames a new inode into place")
 
         // A truncated file under the name (not written by the sink) is replaced.
         #expect(truncate(String(path), 10) == 0)
-        _ = try await sink.store(request(key: nil)).get()
+        #expect(try await sink.store(request(key: nil)).get().wrote)
         #expect(readFile(String(path)) == Self.body)
+        // A job with its own key always writes.
+        #expect(try await sink.store(request(key: "mine/a.png")).get().wrote)
+        #expect(try await sink.store(request(key: "mine/a.png")).get().wrote)
     }
 
     /// A keyed job must not plant bytes at another image's content address: the image that owns
@@ -162,6 +168,7 @@ fileprivate extension ImageSink {
 
         let stored = try await sink.store(request(key: nil)).get()
         #expect(stored.location == "file://" + path)
+        #expect(stored.wrote)
         let replaced = readFile(path) == Self.body
         #expect(replaced)
     }

@@ -17,7 +17,7 @@ import Synchronization
 /// | `/fixture/NAME` | 200, the file Tests/Fixtures/images/NAME |
 /// | `/slow?ms=N` | `/ok.png` after N ms |
 /// | `/paced` | `/ok.png` after ``TestOrigin/pace`` ms, which the test may change mid-run |
-/// | `/status/N` | status N, a short text body |
+/// | `/status/N` | status N, a short text body; `?ms=M` answers after M ms |
 /// | `/redirect/N` | a chain of N 302 redirects, then `/ok.png` |
 /// | `/loop` | 302 to itself |
 /// | `/redirect-to?url=U` | 302 to U (percent-decoded); `&status=N` answers N instead of 302 |
@@ -260,9 +260,14 @@ private final class OriginHandler: ChannelInboundHandler {
             }
         case "status":
             let code = parts.count > 1 ? Int(parts[1]) ?? 500 : 500
-            respond(
-                context, HTTPResponseStatus(statusCode: code), contentType: "text/plain",
-                body: Array("status \(code)\n".utf8))
+            // `?ms=N`: after N ms, so that jobs for it overlap (the shared-fetch tests).
+            let delay = Int64(query["ms"] ?? "") ?? 0
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) {
+                guard self.active else { return }
+                self.respond(
+                    context, HTTPResponseStatus(statusCode: code), contentType: "text/plain",
+                    body: Array("status \(code)\n".utf8))
+            }
         case "redirect":
             let remaining = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
             redirect(context, to: remaining > 1 ? "/redirect/\(remaining - 1)" : "/ok.png")

@@ -1,0 +1,64 @@
+/// The requests this worker has waiting for admission or in flight, by their whole request, so
+/// that identical ones share one fetch (issue 35, item 3). Pure bookkeeping: the worker keeps it
+/// behind a lock (``SharedFetches``) and does what the answers say.
+///
+/// The first job of a request is its leader: it goes through admission and makes the fetch. A
+/// job whose request is identical to one already here is a follower: it waits for the leader's
+/// outcome, holding nothing but its group membership. When the leader's fetch ends, or the
+/// leader is handed back or deferred, ``finish(_:)`` takes the entry out and returns the
+/// followers, which go the same way; a job arriving after that leads a new fetch.
+package struct InFlightRequests<Member> {
+    /// Everything a job's fetch sends that can differ between jobs: the checked URL and the job's
+    /// own header lines (its `headers`, plus `If-None-Match` / `If-Modified-Since` from its
+    /// validators). The configured headers are the same for every job. Compared exactly (names
+    /// too), so only identical requests share.
+    package struct Key: Hashable, Sendable {
+        package var url: String
+        package var headers: [HTTPHeaderField]
+
+        package init(url: String, headers: [HTTPHeaderField]) {
+            self.url = url
+            self.headers = headers
+        }
+    }
+
+    /// What a job becomes when it joins.
+    package enum Role: Sendable, Equatable {
+        /// The first job of its request: it is admitted and fetches.
+        case leader
+        /// An identical request is waiting or in flight: this job takes its outcome.
+        case follower
+    }
+
+    private struct Entry {
+        var followers: [Member] = []
+        var led = false
+
+        mutating func join(_ member: Member) -> Role {
+            guard led else {
+                led = true
+                return .leader
+            }
+            followers.append(member)
+            return .follower
+        }
+    }
+
+    private var entries: [Key: Entry] = [:]
+
+    package init() {}
+
+    /// How many requests have a leader here.
+    package var count: Int { entries.count }
+
+    /// `member` joins the request `key`: one hashed access of the table.
+    package mutating func join(_ key: Key, _ member: Member) -> Role {
+        entries[key, default: Entry()].join(member)
+    }
+
+    /// The leader of `key` is done with it (fetched, handed back or deferred): the entry goes, and
+    /// its followers, in the order they came, are returned. Only the leader calls this, once.
+    package mutating func finish(_ key: Key) -> [Member] {
+        entries.removeValue(forKey: key)?.followers ?? []
+    }
+}

@@ -1,0 +1,51 @@
+import Testing
+
+@testable import ImageFetchWorker
+
+/// The table of identical requests (issue 35, item 3): who leads, who follows, and that a
+/// leader's end hands its followers on exactly once.
+@Suite struct InFlightRequestsTests {
+    typealias Key = InFlightRequests<String>.Key
+    static let plain = Key(url: "http://a.example/x.png", headers: [])
+
+    @Test func theFirstJobLeadsAndIdenticalOnesFollowInOrder() {
+        var table = InFlightRequests<String>()
+        #expect(table.join(Self.plain, "first") == .leader)
+        #expect(table.join(Self.plain, "second") == .follower)
+        #expect(table.join(Self.plain, "third") == .follower)
+        #expect(table.count == 1)
+        #expect(table.finish(Self.plain) == ["second", "third"])
+        #expect(table.count == 0)
+    }
+
+    @Test func aJobAfterTheLeaderEndedLeadsAFetchOfItsOwn() {
+        var table = InFlightRequests<String>()
+        #expect(table.join(Self.plain, "first") == .leader)
+        #expect(table.finish(Self.plain).isEmpty)
+        #expect(table.join(Self.plain, "late") == .leader)
+        #expect(table.finish(Self.plain).isEmpty)
+        // A second finish (a bug in the caller) finds nothing to hand on twice.
+        #expect(table.finish(Self.plain).isEmpty)
+    }
+
+    @Test func onlyIdenticalRequestsShare() {
+        var table = InFlightRequests<String>()
+        let field = HTTPHeaderField(name: "Referer", value: "https://a.example/")
+        let keys = [
+            Self.plain,
+            Key(url: "http://a.example/x.png?v=2", headers: []),
+            Key(url: "http://a.example/x.png", headers: [field]),
+            // The same header under another spelling is another request: compared exactly.
+            Key(url: "http://a.example/x.png", headers: [HTTPHeaderField(name: "referer", value: field.value)]),
+            Key(url: "http://a.example/x.png", headers: [HTTPHeaderField(name: "If-None-Match", value: "\"v1\"")]),
+            Key(url: "http://a.example/x.png", headers: [HTTPHeaderField(name: "If-None-Match", value: "\"v2\"")]),
+        ]
+        for (index, key) in keys.enumerated() {
+            #expect(table.join(key, "job \(index)") == .leader, "\(key)")
+        }
+        #expect(table.count == keys.count)
+        #expect(table.join(keys[2], "same headers") == .follower)
+        #expect(table.finish(keys[2]) == ["same headers"])
+        #expect(table.finish(keys[3]).isEmpty)
+    }
+}
