@@ -91,6 +91,7 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
             ? RobotsGate(configuration: configuration.fetch, engine: fetchEngine, metrics: optOutMetrics) : nil
         self.admission = Admission(
             settings: Self.schedulerSettings(configuration), semaphore: semaphore, inFlight: inFlight,
+            isBlocked: { [session] in session.isBlocked },
             handlers: .init(
                 start: { [unowned self] ticket in self.start(ticket) },
                 deferJob: { [unowned self] context, origin, atLeast, reason in
@@ -272,7 +273,7 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
     package func brokerBlockedChanged(_ blocked: Bool) {
         stats.metrics.blocked.record(blocked ? 1 : 0)
         stats.metrics.connectionState(blocked ? "blocked" : session.stateName)
-        admission.setBlocked(blocked && !isDraining)
+        admission.blockedChanged()
     }
 }
 
