@@ -117,6 +117,12 @@ package final class BrokerSession: @unchecked Sendable {
         }
     }
 
+    /// Whether the broker blocks publishing on the current connection (`connection.blocked`): the
+    /// one copy of it; admission reads it here. A lost connection clears it (``clearBlocked()``).
+    package var isBlocked: Bool {
+        visible.withLock { $0.blocked }
+    }
+
     /// Whether the connection is up (consuming or draining).
     package var isConnected: Bool {
         visible.withLock {

@@ -55,9 +55,9 @@ package final class Admission<Element: Sendable>: Sendable {
     /// wakes it, and a kick would only queue a second pass behind it.
     private let pumpWaitsForPermit = Atomic<Bool>(false)
     private let timerArmed = Atomic<Bool>(false)
-    /// Set while the broker blocks publishing (`connection.blocked`): nothing is admitted.
-    private let blocked: Mutex<Bool> = Mutex(false)
-    private let unblocked = DispatchSemaphore(value: 0)
+    /// Whether the broker blocks publishing (`connection.blocked`): nothing is admitted then. Read,
+    /// not kept: the broker session holds the one copy (issue 33, defect 1 came from a second).
+    private let isBlocked: @Sendable () -> Bool
     private let sweepInterval: DispatchTimeInterval
     /// Passes of the pump, for the tests of the kicks it is spared.
     private let pumpPasses = Atomic<Int>(0)
@@ -70,6 +70,7 @@ package final class Admission<Element: Sendable>: Sendable {
         clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds },
         jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         tenantMetrics: TenantMetrics? = nil,
+        isBlocked: @escaping @Sendable () -> Bool = { false },
         handlers: Handlers
     ) {
         self.tenantMetrics = tenantMetrics
@@ -78,6 +79,7 @@ package final class Admission<Element: Sendable>: Sendable {
         self.inFlight = inFlight
         self.sweepInterval = sweepInterval
         self.clock = clock
+        self.isBlocked = isBlocked
         self.handlers = handlers
     }
 
@@ -108,14 +110,10 @@ package final class Admission<Element: Sendable>: Sendable {
         if !events.isEmpty { handlers.events(events) }
     }
 
-    /// The broker blocked or unblocked publishing.
-    package func setBlocked(_ isBlocked: Bool) {
-        let wasBlocked = blocked.withLock { value in
-            defer { value = isBlocked }
-            return value
-        }
-        if wasBlocked, !isBlocked { unblocked.signal() }
-        if !isBlocked { kick() }
+    /// The broker blocked or unblocked publishing: `isBlocked` says which. The pump reads it
+    /// before each start and sleeps while it is true; this wakes it to read it again.
+    package func blockedChanged() {
+        kick()
     }
 
     /// Every waiting job, taken out (a drain hands them back). Each still holds the group: the
@@ -164,7 +162,8 @@ package final class Admission<Element: Sendable>: Sendable {
         _ = pumpPasses.add(1, ordering: .relaxed)
         pumpScheduled.store(false, ordering: .releasing)
         while true {
-            waitWhileBlocked()
+            // Blocked: sleep; the unblock (or a lost connection, which clears it) kicks again.
+            guard !isBlocked() else { return }
             guard scheduler.withLock({ $0.hasStartable(now: clock()) }) else { return }
             pumpWaitsForPermit.store(true, ordering: .releasing)
             semaphore.wait()
@@ -180,12 +179,6 @@ package final class Admission<Element: Sendable>: Sendable {
                     ticket.tenant == 0 ? nil : scheduler.withLock { $0.tenants.name(of: ticket.tenant) })
             }
             handlers.start(ticket)
-        }
-    }
-
-    private func waitWhileBlocked() {
-        while blocked.withLock({ $0 }) {
-            unblocked.wait()
         }
     }
 

@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 
-extension Worker {
+extension JobRunner {
     // MARK: - Intake (channel queue)
 
     /// Decodes the delivery and checks its URL; a valid job goes to admission under its origin,

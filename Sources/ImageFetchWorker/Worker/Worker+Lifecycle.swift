@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 
-extension Worker {
+extension JobRunner {
     /// The one entry for a job's events: the job's ``JobLifecycle`` changes state and says what to
     /// do, and this does it. It is the only place that gives back a permit, an origin's slot or a
     /// membership of the group, and the only place the waiting and in-flight gauges change.

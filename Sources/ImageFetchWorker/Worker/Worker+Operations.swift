@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 
-extension Worker {
+extension JobRunner {
     // MARK: - Probes
 
     /// What `/readyz`, `/healthz`, `/metrics` and `/origins` report.

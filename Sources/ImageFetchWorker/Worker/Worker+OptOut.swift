@@ -1,7 +1,7 @@
 /// The job flow's one hook for robots.txt (`fetch.robots = respect`): between admission and the
 /// image's fetch. The header signals need no hook here: the engine checks them on the response
 /// (``FetchRequest/optOut``) and the fetch fails with ``FetchError/optedOut(_:)``.
-extension Worker {
+extension JobRunner {
     /// Runs `fetch` when robots.txt allows the job's URL (or is not consulted); otherwise ends
     /// the job `opted_out`, or hands it back if the robots.txt fetch it waited for was aborted.
     /// The job keeps its origin slot and permit meanwhile: the robots.txt fetch is made in it.

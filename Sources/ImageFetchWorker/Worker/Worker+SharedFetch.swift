@@ -6,7 +6,7 @@ import Synchronization
 /// A follower holds only the group, so it follows its leader everywhere: it takes a copy of the
 /// leader's response (its own checks, store, result, retry count and ack), is deferred when the
 /// leader is, and is handed back when the leader is (the drain, its deadline, a lost channel).
-extension Worker {
+extension JobRunner {
     /// Joins `context` to an identical request waiting or in flight, if there is one: true when it
     /// now follows it. Otherwise the job leads its request and goes to admission. Channel queue.
     func joinSharedFetch(_ context: JobContext, job: Job, url: String) -> Bool {

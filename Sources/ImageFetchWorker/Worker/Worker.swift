@@ -3,6 +3,9 @@ import Foundation
 import Logging
 import Synchronization
 
+/// The worker the executable runs: the job runner over the real broker session and fetch engine.
+package typealias Worker = JobRunner<BrokerSession, FetchEngine>
+
 /// The worker: consumes jobs, admits them per origin under the global concurrency limit, fetches
 /// and stores images, publishes results with confirms, acks only confirmed work, and drains on
 /// request. The process around it (signals, exit, allocator settings) is the executable's.
@@ -15,7 +18,11 @@ import Synchronization
 ///   when `storage.fsync` is off;
 /// - the fetch engine's own queue drives libcurl; the sink has lanes of its own for disk writes;
 /// - the control queue runs the drain and the timers.
-package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
+///
+/// Generic over its broker session and fetch engine (the seams ``JobBroker`` and ``JobFetcher``):
+/// the worker the executable runs is ``Worker``, over ``BrokerSession`` and ``FetchEngine``; the
+/// tests also run it in process over fakes.
+package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBrokerDelegate, @unchecked Sendable {
     // @unchecked Sendable: the stored properties are immutable or thread-safe themselves (queues,
     // semaphore, group, locked values, admission); `drainCompletion`, the timers and
     // `healthServer` are touched only at start-up or on `control`.
@@ -23,12 +30,13 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     package let configuration: WorkerConfiguration
     package let stats: WorkerStats
     let logger: Logger
-    let session: BrokerSession
-    let fetchEngine: FetchEngine
+    let session: Broker
+    let fetchEngine: Fetcher
     let sink: any ImageSink
     let semaphore: DispatchSemaphore
     let inFlight = DispatchGroup()
-    let workQueue = DispatchQueue(label: "image-fetch-worker.work", attributes: .concurrent)
+    /// Where fetch completions run (the engine is given it), then the checks and the hash.
+    let workQueue: DispatchQueue
     let control = DispatchQueue(label: "image-fetch-worker.control")
     let hostName = ProcessInfo.processInfo.hostName
     let policy: OutcomePolicy
@@ -56,14 +64,22 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
     let lastSummary = Mutex((count: 0, time: DispatchTime.now().uptimeNanoseconds))
     let originLog = OriginLogLimiter()
 
-    /// Builds the worker from its configuration: the fetch engine, the sink, admission and the session.
-    package init(configuration: WorkerConfiguration, logger: Logger) throws {
+    /// Builds the runner around a broker session and a fetch engine that are not started yet; the
+    /// engine's completions run on `workQueue`, each block inside ``CompletionBatch/run(_:)``.
+    package init(
+        configuration: WorkerConfiguration, logger: Logger, session: Broker, fetchEngine: Fetcher,
+        sink: any ImageSink, workQueue: DispatchQueue
+    ) throws {
         // libvips starts once, here, so that decode mode fails at start rather than on every job.
         if configuration.image.verify == .decode, !ImageDecoder.start() {
             throw ConfigurationError(key: "image.verify", problem: "is decode, but libvips could not be started")
         }
         self.configuration = configuration
         self.logger = logger
+        self.session = session
+        self.fetchEngine = fetchEngine
+        self.sink = sink
+        self.workQueue = workQueue
         let concurrency = configuration.worker.concurrency
         self.semaphore = DispatchSemaphore(value: concurrency)
         let metrics = WorkerMetrics(concurrency: concurrency)
@@ -77,46 +93,20 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         self.optOutPolicy = configuration.fetch.optOut.policy
         self.policy = OutcomePolicy(configuration)
         self.redeliveries = Mutex(RedeliveryCounter(limit: configuration.queue.deliveryLimit))
-        let policy = AddressPolicy(
-            allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
-            allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
-        do {
-            self.fetchEngine = try FetchEngine(
-                configuration: configuration.fetch,
-                addressPolicy: { address in
-                    // Unknown address families are refused: the guard only allows what it can judge.
-                    guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
-                    return policy.deniedClass(of: ip)
-                }, maxConnections: concurrency, completionQueue: workQueue,
-                maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
-                runBatch: { CompletionBatch.run($0) })
-        } catch {
-            throw JobError(error)  // the start-up line it has always printed
-        }
         self.robotsGate =
             configuration.fetch.robots == .respect
             ? RobotsGate(configuration: configuration.fetch, engine: fetchEngine, metrics: optOutMetrics) : nil
-        switch configuration.storage.kind {
-        case .file:
-            self.sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
-        case .none:
-            self.sink = NoneSink()
-        case .s3:
-            // Its own engine: uploads skip the address veto, so they must not share connections
-            // with fetches. The semaphore is signalled only when the upload completes.
-            self.sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch, maxConnections: concurrency)
-        }
-        self.session = BrokerSession(configuration: configuration, logger: logger, delegate: nil)
         self.admission = Admission(
             settings: Self.schedulerSettings(configuration), semaphore: semaphore, inFlight: inFlight,
             tenantMetrics: tenantMetrics,
+            isBlocked: { [session] in session.isBlocked },
             handlers: .init(
                 start: { [unowned self] ticket in self.start(ticket) },
                 deferJob: { [unowned self] context, origin, atLeast, reason in
                     self.deferJob(context, origin: origin, atLeastSeconds: atLeast, reason: reason)
                 },
                 events: { [unowned self] events in self.originEvents(events) }))
-        self.session.setDelegate(self)
+        session.attach(self)
     }
 
     static func schedulerSettings(_ configuration: WorkerConfiguration) -> OriginScheduler<JobContext>.Settings {
@@ -252,9 +242,9 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         return waiting.count
     }
 
-    // MARK: - BrokerSessionDelegate (channel queue)
+    // MARK: - JobBrokerDelegate (channel queue)
 
-    package func session(_ session: BrokerSession, didReceive delivery: Delivery) {
+    package func brokerDelivered(_ delivery: Delivery) {
         stats.received()
         if isDraining {
             stats.handedBack()
@@ -264,7 +254,7 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         intake(delivery)
     }
 
-    package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
+    package func brokerRejectedUnread(_ delivery: Delivery, error: JobError) {
         // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
         stats.received()
         stats.failed(error.code)
@@ -272,13 +262,13 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         logger.warning("job over queue.max_job_bytes dead-lettered unread", metadata: ["error": "\(error.code)"])
     }
 
-    package func session(_ session: BrokerSession, didConnect epoch: UInt64) {
+    package func brokerConnected(epoch: UInt64) {
         stats.metrics.connected.record(1)
         stats.metrics.connectionState(session.stateName)
         if epoch > 1 { stats.metrics.reconnects.increment() }
     }
 
-    package func session(_ session: BrokerSession, didLoseConnection error: AMQPError) {
+    package func brokerLostConnection(_ error: AMQPError) {
         stats.metrics.connected.record(0)
         stats.metrics.connectionState(session.stateName)
         // Deliveries still waiting for admission belong to the dead channel: the broker redelivers
@@ -290,9 +280,50 @@ package final class Worker: BrokerSessionDelegate, @unchecked Sendable {
         }
     }
 
-    package func session(_ session: BrokerSession, blocked: Bool) {
+    package func brokerBlockedChanged(_ blocked: Bool) {
         stats.metrics.blocked.record(blocked ? 1 : 0)
         stats.metrics.connectionState(blocked ? "blocked" : session.stateName)
-        admission.setBlocked(blocked && !isDraining)
+        admission.blockedChanged()
+    }
+}
+
+extension JobRunner where Broker == BrokerSession, Fetcher == FetchEngine {
+    /// Builds the worker from its configuration: the fetch engine, the sink, the session, then
+    /// admission.
+    package convenience init(configuration: WorkerConfiguration, logger: Logger) throws {
+        let concurrency = configuration.worker.concurrency
+        let workQueue = DispatchQueue(label: "image-fetch-worker.work", attributes: .concurrent)
+        let policy = AddressPolicy(
+            allowPrivateNetworks: configuration.fetch.allowPrivateNetworks,
+            allowedNetworks: configuration.fetch.allowedNetworks.compactMap { CIDR($0) })
+        let fetchEngine: FetchEngine
+        do {
+            fetchEngine = try FetchEngine(
+                configuration: configuration.fetch,
+                addressPolicy: { address in
+                    // Unknown address families are refused: the guard only allows what it can judge.
+                    guard let ip = IPAddress(sockaddr: address) else { return "non-IP" }
+                    return policy.deniedClass(of: ip)
+                }, maxConnections: concurrency, completionQueue: workQueue,
+                maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
+                runBatch: { CompletionBatch.run($0) })
+        } catch {
+            throw JobError(error)  // the start-up line it has always printed
+        }
+        let sink: any ImageSink
+        switch configuration.storage.kind {
+        case .file:
+            sink = try FileSink(root: configuration.storage.path, fsync: configuration.storage.fsync)
+        case .none:
+            sink = NoneSink()
+        case .s3:
+            // Its own engine: uploads skip the address veto, so they must not share connections
+            // with fetches. The semaphore is signalled only when the upload completes.
+            sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch, maxConnections: concurrency)
+        }
+        try self.init(
+            configuration: configuration, logger: logger,
+            session: BrokerSession(configuration: configuration, logger: logger, delegate: nil),
+            fetchEngine: fetchEngine, sink: sink, workQueue: workQueue)
     }
 }

@@ -55,17 +55,24 @@ import Testing
         var read: @Sendable () -> UInt64 { { self.now.load(ordering: .relaxed) } }
     }
 
+    /// The broker's blocked state, which admission reads (the session owns it in the worker).
+    final class BlockedFlag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
     struct Fixture {
         let admission: Admission<String>
         let recorder: Recorder
         let clock: FakeClock
         let semaphore: DispatchSemaphore
         let group: DispatchGroup
+        let blocked: BlockedFlag
 
         init(
             permits: Int, settings: OriginScheduler<String>.Settings = AdmissionTests.settings(),
             sweepInterval: DispatchTimeInterval = .seconds(60)
         ) {
+            let blocked = BlockedFlag()
             let (recorder, clock, semaphore, group) = (
                 Recorder(), FakeClock(), DispatchSemaphore(value: permits),
                 DispatchGroup()
@@ -73,7 +80,8 @@ import Testing
             admission = Admission(
                 settings: settings, semaphore: semaphore, inFlight: group,
                 sweepInterval: sweepInterval, clock: clock.read, jitter: { 0.5 },
-                handlers: recorder.handlers)
+                isBlocked: { [blocked] in blocked.value.load(ordering: .relaxed) }, handlers: recorder.handlers)
+            self.blocked = blocked
             (self.recorder, self.clock, self.semaphore, self.group) = (recorder, clock, semaphore, group)
         }
 
@@ -88,6 +96,12 @@ import Testing
             admission.finished(ticket.slot, outcome: outcome)
             semaphore.signal()
             group.leave()
+        }
+
+        /// The broker blocks or unblocks publishing: the flag changes, then admission hears of it.
+        func setBlocked(_ isBlocked: Bool) {
+            blocked.value.store(isBlocked, ordering: .relaxed)
+            admission.blockedChanged()
         }
 
         /// Hands every waiting job back, as the drain does, and leaves the group for each.
@@ -134,11 +148,11 @@ import Testing
 
     @Test func nothingStartsWhileTheBrokerBlocksPublishing() {
         let fixture = Fixture(permits: 4)
-        fixture.admission.setBlocked(true)
+        fixture.setBlocked(true)
         fixture.admission.submit("a0", origin: Self.a)
         #expect(fixture.recorder.noCall(within: 200))
         #expect(fixture.admission.gauges().waiting == 1)
-        fixture.admission.setBlocked(false)
+        fixture.setBlocked(false)
         #expect(fixture.recorder.waitForCalls(1))
         #expect(fixture.recorder.startedJobs == ["a0"])
         fixture.finish(fixture.recorder.started.withLock { $0[0] })
@@ -190,7 +204,7 @@ import Testing
                 .paused(Self.a, seconds: 30),
             ])
         // B's jobs fill the window (nothing starts while the broker blocks publishing).
-        fixture.admission.setBlocked(true)
+        fixture.setBlocked(true)
         for index in 0..<2 { fixture.admission.submit("b\(index)", origin: Self.b) }
         fixture.admission.submit("a1", origin: Self.a)
         #expect(fixture.recorder.deferredJobs == ["a1"])
@@ -200,7 +214,7 @@ import Testing
         fixture.group.leave()  // a1's deferral settled
         #expect(Set(fixture.handBack()) == ["b0", "b1"])
         #expect(fixture.group.wait(timeout: .now()) == .success)
-        fixture.admission.setBlocked(false)
+        fixture.setBlocked(false)
     }
 
     /// The sweep gives up the jobs of an origin that became paused while they waited, on its own
@@ -209,7 +223,7 @@ import Testing
         let fixture = Fixture(permits: 4, settings: Self.settings(window: 4), sweepInterval: .milliseconds(10))
         fixture.admission.submit("a0", origin: Self.a)
         #expect(fixture.recorder.waitForCalls(1))
-        fixture.admission.setBlocked(true)
+        fixture.setBlocked(true)
         for index in 1...3 { fixture.admission.submit("a\(index)", origin: Self.a) }
         // A alone with a full window, nothing deferred until it is paused.
         #expect(fixture.recorder.noCall(within: 100))
@@ -223,7 +237,7 @@ import Testing
         #expect(fixture.admission.gauges().waiting == 0)
         for _ in 0..<4 { fixture.group.leave() }
         #expect(fixture.group.wait(timeout: .now()) == .success)
-        fixture.admission.setBlocked(false)
+        fixture.setBlocked(false)
     }
 
     @Test func aQueueSampleWithJobsBehindLetsALonePausedOriginGiveItsJobsUp() {

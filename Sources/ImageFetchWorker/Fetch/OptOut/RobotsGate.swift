@@ -21,7 +21,7 @@ package final class RobotsGate: Sendable {
     package typealias Waiter = @Sendable (RobotsRules?) -> Void
 
     private let cache: Mutex<RobotsCache<Waiter>>
-    private let engine: FetchEngine
+    private let engine: any JobFetcher
     private let userAgent: String
     private let headers: [String]
     private let bodyLimit: Int
@@ -32,7 +32,7 @@ package final class RobotsGate: Sendable {
     static let maxRedirects = 5
 
     package init(
-        configuration: WorkerConfiguration.Fetch, engine: FetchEngine, metrics: OptOutMetrics?,
+        configuration: WorkerConfiguration.Fetch, engine: any JobFetcher, metrics: OptOutMetrics?,
         now: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
     ) {
         let optOut = configuration.optOut
