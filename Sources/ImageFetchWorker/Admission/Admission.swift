@@ -110,6 +110,12 @@ package final class Admission<Element: Sendable>: Sendable {
         if !events.isEmpty { handlers.events(events) }
     }
 
+    /// Jobs began (`delta` > 0) or stopped (< 0) sharing another job's fetch: they count in the
+    /// prefetch window like the jobs waiting in the scheduler.
+    package func followersChanged(by delta: Int) {
+        scheduler.withLock { $0.followers += delta }
+    }
+
     /// The broker blocked or unblocked publishing: `isBlocked` says which. The pump reads it
     /// before each start and sleeps while it is true; this wakes it to read it again.
     package func blockedChanged() {

@@ -24,7 +24,7 @@ extension OriginScheduler {
     struct WindowContext {
         var now: UInt64
         var activeOrigins: Int
-        /// Jobs the scheduler holds: running and waiting.
+        /// Jobs the worker holds: running, waiting, and following another's fetch.
         var held: Int
         var totalDemand: Double
         var queueBehind: Bool
@@ -45,7 +45,7 @@ extension OriginScheduler {
 
     func windowContext(now: UInt64) -> WindowContext {
         WindowContext(
-            now: now, activeOrigins: activeOrigins, held: inFlightCount + waitingCount,
+            now: now, activeOrigins: activeOrigins, held: inFlightCount + waitingCount + followers,
             totalDemand: totalDemand.value(now: now, tau: settings.activeNanoseconds),
             queueBehind: queueBehind, typicalDuration: typicalDurationNanoseconds)
     }

@@ -168,6 +168,10 @@ package struct OriginScheduler<Element> {
     package var queueBehind = false
     package internal(set) var waitingCount = 0
     package internal(set) var inFlightCount = 0
+    /// Jobs that share the fetch of a waiting or running job (docs/architecture.md, "Shared
+    /// fetches"): outside the origins' queues, but in the prefetch window all the same, so the
+    /// window counts them. Otherwise a paused origin's followers would fill the window unseen.
+    package var followers = 0
     /// Origins that had work within ``Settings/activeNanoseconds``, as of the last ``sweep(now:)``.
     package internal(set) var activeOrigins = 0
     var serveCounter: UInt64 = 0

@@ -13,14 +13,20 @@ extension JobRunner {
         let headers = CacheValidators.requestHeaders(job.headers, etag: job.etag, lastModified: job.lastModified)
         let key = InFlightRequests<JobContext>.Key(url: url, headers: headers)
         // Attached under the lock: the leader's outcome cannot reach a follower not yet following.
-        return sharedFetches.join(context, key: key) { self.run(context) { $0.attached() } }
+        guard sharedFetches.join(context, key: key, attach: { self.run(context) { $0.attached() } }) else {
+            return false
+        }
+        admission.followersChanged(by: 1)
+        return true
     }
 
     /// The leader's followers, taken out once; empty for a job that leads nothing (or follows).
     func takeFollowers(_ leader: JobContext) -> [JobContext] {
         guard let key = leader.sharedRequest else { return [] }
         leader.sharedRequest = nil
-        return sharedFetches.finish(key)
+        let followers = sharedFetches.finish(key)
+        if !followers.isEmpty { admission.followersChanged(by: -followers.count) }
+        return followers
     }
 
     /// Each follower goes on with its own copy of the leader's response: a failure fails each with
