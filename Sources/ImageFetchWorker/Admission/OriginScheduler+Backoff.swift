@@ -1,5 +1,4 @@
-/// The pause of an origin that refused without saying for how long (issue 31, §6), and of one that
-/// refused this worker's floor (issue 35, §6).
+/// The pause of an origin that refused without saying for how long (issue 31, §6).
 extension OriginScheduler {
     /// Extends the origin's pause to `until`; whether it was extended.
     static func extendPause(_ state: inout State, until: UInt64) -> Bool {
@@ -29,30 +28,5 @@ extension OriginScheduler {
         state.backoffLevel = min(state.backoffLevel + 1, 64)
         state.backoffSince = now
         return pause > 0 && extendPause(&state, until: now + pause) ? pause : nil
-    }
-
-    /// A 429 with `Retry-After` that refused a request sent at the limit's floor (`min_limit`,
-    /// 1 by default): others hold the origin's capacity, other replicas of a fleet or other
-    /// clients, and this worker's floor is itself too much. It yields for longer than asked:
-    /// `Retry-After` × 2^level, plus up to as much again of jitter, where the level counts such
-    /// refusals since the last success, so that replicas refused together come back one at a
-    /// time with one request each, and one refused again stays away longer. The pause never
-    /// exceeds the larger of what was asked and ``Settings/maxOverloadPauseNanoseconds``.
-    /// A refusal of a request sent before the last such pause began is the same event: it is
-    /// paused for what it asks, no more. Returns the pause.
-    static func yieldPause(
-        _ state: inout State, asked: UInt64, startedAt: UInt64, now: UInt64, settings: Settings,
-        jitter: () -> Double
-    ) -> UInt64 {
-        guard asked > 0 else { return asked }
-        if let since = state.backoffSince, startedAt < since { return asked }
-        let cap = max(settings.maxOverloadPauseNanoseconds, asked)
-        let doublings = UInt64(min(state.backoffLevel, 40))
-        let step = asked.multipliedReportingOverflow(by: 1 << doublings)
-        let base = step.overflow ? cap : min(step.partialValue, cap)
-        let random = min(max(jitter(), 0), 1)
-        state.backoffLevel = min(state.backoffLevel + 1, 64)
-        state.backoffSince = now
-        return min(base + UInt64(Double(base) * random), cap)
     }
 }

@@ -341,10 +341,7 @@ package struct OriginScheduler<Element> {
                     status == 429 ? .tooManyRequests : .serviceUnavailable,
                     inFlightAtStart: fetch.inFlightAtStart, startedAt: startedAt, now: now)
                 if let retryAfter {
-                    var pause = min(UInt64(max(retryAfter, 0) * 1e9), settings.maxPauseNanoseconds)
-                    if status == 429, fetch.inFlightAtStart <= settings.limiter.minLimit {
-                        pause = yieldPause(&state, asked: pause, startedAt: startedAt, now: now, settings: settings, jitter: jitter)
-                    }
+                    let pause = min(UInt64(max(retryAfter, 0) * 1e9), settings.maxPauseNanoseconds)
                     if pause > 0, extendPause(&state, until: now + pause) {
                         events.append(.paused(fetch.origin, seconds: Double(pause) / 1e9))
                     }

@@ -123,10 +123,7 @@ import Testing
     @Test func aRetryAfterStillDecidesThePause() {
         let jitter = Jitter([0.5])
         var scheduler = Self.scheduler(jitter)
-        // Sent beside another request: above the floor, so the pause is what the origin asks.
         _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
-        _ = scheduler.enqueue("a1", origin: Self.a, now: 0)
-        _ = scheduler.next(now: 0)!
         let start = scheduler.next(now: 0)!
         let events = scheduler.finished(
             start.slot,
@@ -147,65 +144,5 @@ import Testing
         let events = Self.refuseOne(&scheduler, Self.a, now: 0)
         #expect(Self.pauses(events).isEmpty)
         #expect(!scheduler.isPaused(Self.a, now: 2 * Self.ms))
-    }
-
-    // MARK: - Refusals of the floor (issue 35, §6: a fleet on one origin)
-
-    static func refusedWithRetryAfter(_ seconds: Double, status: Int = 429) -> OriginScheduler<String>.FetchOutcome {
-        .response(status: status, latencyNanoseconds: ms, durationNanoseconds: ms, retryAfterSeconds: seconds)
-    }
-
-    static func paused(_ events: [OriginScheduler<String>.Event]) -> [Double] {
-        events.compactMap { if case .paused(_, let seconds) = $0 { seconds } else { nil } }
-    }
-
-    /// Sends one request alone (the floor of 1) at `now`; it is answered with `outcome` 1 ms later.
-    static func alone(
-        _ scheduler: inout OriginScheduler<String>, now: UInt64, _ outcome: OriginScheduler<String>.FetchOutcome
-    ) -> [OriginScheduler<String>.Event] {
-        _ = scheduler.enqueue("job", origin: a, now: now)
-        guard let start = scheduler.next(now: now) else { return [] }
-        #expect(start.inFlightAtStart == 1)
-        return scheduler.finished(start.slot, outcome: outcome, now: now + ms)
-    }
-
-    @Test func aRefusalOfTheFloorYieldsLongerThanAskedAndLongerEachTime() {
-        let jitter = Jitter([0.5])
-        var scheduler = Self.scheduler(jitter)
-        var now: UInt64 = 0
-        var pauses: [Double] = []
-        for _ in 0..<5 {
-            pauses += Self.paused(Self.alone(&scheduler, now: now, Self.refusedWithRetryAfter(1)))
-            now += 60_000 * Self.ms
-        }
-        // Retry-After × 2^level, plus half as much again (jitter 0.5), up to the 8 s cap.
-        #expect(pauses == [1.5, 3, 6, 8, 8])
-        #expect(jitter.calls == 5)
-        // The pause holds the origin: nothing starts before it ends.
-        #expect(scheduler.isPaused(Self.a, now: now - 60_000 * Self.ms + Self.ms + 8_000 * Self.ms - 1))
-    }
-
-    @Test func theFloorsPauseIsNeverShorterThanAsked() {
-        var scheduler = Self.scheduler(Jitter([0]))
-        #expect(Self.paused(Self.alone(&scheduler, now: 0, Self.refusedWithRetryAfter(1))) == [1])
-        // Beyond the cap, the origin's own Retry-After still wins.
-        var long = Self.scheduler(Jitter([0.9]))
-        #expect(Self.paused(Self.alone(&long, now: 0, Self.refusedWithRetryAfter(20))) == [20])
-    }
-
-    @Test func aSuccessEndsTheFloorsYielding() {
-        var scheduler = Self.scheduler(Jitter([0.5]))
-        #expect(Self.paused(Self.alone(&scheduler, now: 0, Self.refusedWithRetryAfter(1))) == [1.5])
-        #expect(Self.paused(Self.alone(&scheduler, now: 10_000 * Self.ms, Self.refusedWithRetryAfter(1))) == [3])
-        _ = Self.alone(&scheduler, now: 20_000 * Self.ms, OriginSchedulerTests.ok())
-        #expect(Self.paused(Self.alone(&scheduler, now: 30_000 * Self.ms, Self.refusedWithRetryAfter(1))) == [1.5])
-    }
-
-    @Test func only429sOfTheFloorYield() {
-        // A 503 says the origin is unwell, not that others hold its capacity: its Retry-After, no more.
-        let jitter = Jitter([0.5])
-        var scheduler = Self.scheduler(jitter)
-        #expect(Self.paused(Self.alone(&scheduler, now: 0, Self.refusedWithRetryAfter(1, status: 503))) == [1])
-        #expect(jitter.calls == 0)
     }
 }
