@@ -34,6 +34,8 @@
 #   capacity  600 jobs for an origin on 127.0.0.3 that serves 8 at once and answers 429 with
 #             Retry-After: 1 beyond; concurrency 64: refused requests per image, capacity used
 #             (BENCH_WORKER=old/image-fetch-worker runs both against a build without the scheduler)
+#   capacity4, capacity12  capacity's origin and jobs with 4 or 12 workers of concurrency 64 on the
+#             one queue (/metrics on BENCH_METRICS_PORT + i): what a fleet costs the origin (issue 35)
 #   soak      1,000,000 PNG jobs, concurrency 32; RSS sampled each second: flat or not
 #   internet  100 HTTPS origins (oNNN.bench.test on 127.0.1.N, nginx, TLS 1.3, HTTP/2 by ALPN, a CA
 #             of the run), each 20–80 ms away (50 ms on average), Zipf popularity (the busiest 24 %
@@ -108,7 +110,7 @@ die() { say "$*"; exit 1; }
 
 usage() { awk 'NR > 1 && /^# What it does/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-all_names=(png32 floor32 python32 png32-files png32-decode jpeg16-decode slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity soak
+all_names=(png32 floor32 python32 png32-files png32-decode jpeg16-decode slow256 slow1024 floor1024 jpeg16 floor16 mixed capacity capacity4 capacity12 soak
   internet internet-python internet-img2dataset internet512 internet512-python)
 requested=()
 for arg in "$@"; do

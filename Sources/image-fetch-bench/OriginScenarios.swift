@@ -11,6 +11,8 @@ import Synchronization
 /// - `capacity`: 600 jobs for an origin on 127.0.0.3 that serves 8 requests at once (100 ms each)
 ///   and answers 429 with `Retry-After: 1` beyond that; concurrency 64, retry delay 1 s, 20 attempts.
 ///   The figures are refused requests per image served and the share of the capacity used.
+/// - `capacity4`, `capacity12`: the same with 4 or 12 workers on the one queue, a fleet whose
+///   replicas each learn the origin's limit on their own (`HTTP_PORT` + i for replica i).
 ///
 /// Each run starts the worker once, publishes, and times from the first publish to the last result.
 struct OriginScenarios {
@@ -99,12 +101,16 @@ struct OriginScenarios {
             host: "127.0.0.3", delayMilliseconds: Int64(service * 1000), body: body,
             contentType: "image/png", capacity: capacity, retryAfter: "1")
         defer { origin.shutdown() }
-        let worker = try startWorker(
-            configuration,
-            [
-                "WORKER_CONCURRENCY": "64", "RETRY_DELAYS": "1s", "RETRY_MAX_ATTEMPTS": "20",
-            ])
-        defer { stop(worker) }
+        let replicas = max(options.scenario.replicas, 1)
+        // All started before the jobs are published, so that every replica takes its share.
+        let workers = try (0..<replicas).map { replica in
+            try startWorker(
+                configuration,
+                [
+                    "WORKER_CONCURRENCY": "64", "RETRY_DELAYS": "1s", "RETRY_MAX_ATTEMPTS": "20",
+                ], replica: replica)
+        }
+        defer { workers.forEach(stop) }
         let jobs = (0..<max(options.jobs, 1)).map { ("cap-\($0)", "http://127.0.0.3:\(origin.port)/cap.png") }
         let seconds = try publishAndWait(configuration, jobs, results: results, until: Set(jobs.map(\.0)))
         let stats = origin.stats
@@ -114,6 +120,7 @@ struct OriginScenarios {
         let ok = results.ok(Set(jobs.map(\.0)))
         return [
             .init(name: "messages/s", value: grouped(Double(jobs.count) / seconds)),
+            .init(name: "workers (concurrency 64 each)", value: "\(replicas)"),
             .init(
                 name: "refused requests per image",
                 value: String(
@@ -131,7 +138,11 @@ struct OriginScenarios {
 
     // MARK: - Steps
 
-    private func startWorker(_ configuration: WorkerConfiguration, _ settings: [String: String]) throws -> Process {
+    /// Starts a worker; replica i of a fleet serves its /metrics and /readyz on `httpPort` + i.
+    private func startWorker(
+        _ configuration: WorkerConfiguration, _ settings: [String: String], replica: Int = 0
+    ) throws -> Process {
+        let port = options.httpPort + replica
         let process = Process()
         process.executableURL = URL(fileURLWithPath: options.worker)
         process.arguments = ["run"]
@@ -143,11 +154,11 @@ struct OriginScenarios {
                 "AMQP_URL": options.amqpURL, "QUEUE_JOBS": configuration.queue.jobs,
                 "QUEUE_RESULTS": configuration.queue.results, "QUEUE_DEAD": configuration.queue.dead,
                 "STORAGE_KIND": "none", "FETCH_ALLOW_PRIVATE_NETWORKS": "true", "LOG_LEVEL": "warning",
-                "HTTP_PORT": String(options.httpPort), "HTTP_HOST": "127.0.0.1",
+                "HTTP_PORT": String(port), "HTTP_HOST": "127.0.0.1",
             ].merging(settings) { $1 }
         ) { $1 }
         process.environment = environment
-        let logPath = options.workDir + "/worker-\(options.scenario.name).log"
+        let logPath = options.workDir + "/worker-\(options.scenario.name)\(replica > 0 ? "-\(replica)" : "").log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = log
@@ -155,7 +166,7 @@ struct OriginScenarios {
         try process.run()
         // Ready once /readyz answers 200: the queues are declared and the consumer runs.
         let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, LocalHTTP.get(port: options.httpPort, path: "/readyz") != "ready\n" {
+        while Date() < deadline, LocalHTTP.get(port: port, path: "/readyz") != "ready\n" {
             Thread.sleep(forTimeInterval: 0.05)
         }
         return process

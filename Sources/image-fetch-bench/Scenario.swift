@@ -25,6 +25,8 @@ struct Scenario: Sendable {
     var newFilePerJob = false
     /// Settings of the worker for this scenario, as environment variables (IMAGE_VERIFY=decode).
     var workerEnvironment: [String: String] = [:]
+    /// Workers started side by side on the same queue: a fleet (`capacity4`, `capacity12`).
+    var replicas = 1
 
     /// The slow origin's delay.
     static let slowDelayMilliseconds: Int64 = 100
@@ -77,6 +79,14 @@ struct Scenario: Sendable {
             name: "capacity",
             title: "an origin that serves 8 at once and answers 429 with Retry-After: 1 beyond, concurrency 64",
             concurrency: 64, defaultJobs: 600, origin: .origins),
+        // A fleet against the same origin (issue 35 §6): each replica learns the origin's limit on
+        // its own; docs/scheduling.md, "What a fleet guarantees".
+        Scenario(
+            name: "capacity4", title: "capacity's origin and jobs, 4 workers of concurrency 64 on one queue",
+            concurrency: 64, defaultJobs: 600, origin: .origins, replicas: 4),
+        Scenario(
+            name: "capacity12", title: "capacity's origin and jobs, 12 workers of concurrency 64 on one queue",
+            concurrency: 64, defaultJobs: 600, origin: .origins, replicas: 12),
         Scenario(
             name: "internet",
             title: "100 HTTPS origins 20–80 ms away, Zipf popularity, real images and some bad answers, concurrency 64",
