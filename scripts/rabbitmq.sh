@@ -36,6 +36,7 @@
 #   IFW_RABBIT_OWNER_PID the process the node belongs to (scripts/test.sh); once it has exited, a later
 #                        `start` on the same port may stop the leftover node
 #   IFW_RABBIT_HOME      the nodes' HOME (where the Erlang cookie lives), default IFW_RABBIT_DIR/home
+#   IFW_RABBIT_ERL_ARGS  extra Erlang VM flags for the node, e.g. "+sbwt none" (no scheduler busy-wait)
 #   IFW_RABBIT_EXTRA_CONF extra rabbitmq.conf lines (newline-separated), appended as given, e.g. a TLS
 #                        listener: "listeners.ssl.default = 127.0.0.1:5671" and "ssl_options.certfile = ...".
 #                        Files it names must be readable by the rabbitmq user.
@@ -104,7 +105,7 @@ as_rabbit() {
     RABBITMQ_CONF_ENV_FILE="$DIR/rabbitmq-env.conf"
     RABBITMQ_ENABLED_PLUGINS_FILE="$DIR/enabled_plugins"
     RABBITMQ_PID_FILE="$PID_FILE"
-    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} ${IFW_RABBIT_ERL_ARGS:-}"
     ERL_EPMD_ADDRESS=127.0.0.1
     ERL_CRASH_DUMP="$DIR/log/erl_crash.dump"
   )
