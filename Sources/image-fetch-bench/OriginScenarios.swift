@@ -55,12 +55,14 @@ struct OriginScenarios {
         let fastURL = options.fastOrigin + "/bench.png"
         let count = max(options.jobs, 11)
 
-        let alone = (0..<count).map { ("alone-\($0)", fastURL) }
+        let alone = (0..<count).map { ("alone-\($0)", fastURL + "?a=\($0)") }
         let aloneSeconds = try publishAndWait(configuration, alone, results: results, until: Set(alone.map(\.0)))
         var mix: [(String, String)] = []
         for index in 0..<count {
-            mix.append(("fast-\(index)", fastURL))
-            if index % 10 == 9 { mix.append(("slow-\(index / 10)", "http://127.0.0.2:\(slow.port)/slow.png")) }
+            mix.append(("fast-\(index)", fastURL + "?j=\(index)"))
+            if index % 10 == 9 {
+                mix.append(("slow-\(index / 10)", "http://127.0.0.2:\(slow.port)/slow.png?j=\(index / 10)"))
+            }
         }
         let fastIDs = Set(mix.map(\.0).filter { $0.hasPrefix("fast-") })
         let start = Date()
@@ -111,7 +113,7 @@ struct OriginScenarios {
                 ], replica: replica)
         }
         defer { workers.forEach(stop) }
-        let jobs = (0..<max(options.jobs, 1)).map { ("cap-\($0)", "http://127.0.0.3:\(origin.port)/cap.png") }
+        let jobs = (0..<max(options.jobs, 1)).map { ("cap-\($0)", "http://127.0.0.3:\(origin.port)/cap.png?j=\($0)") }
         let seconds = try publishAndWait(configuration, jobs, results: results, until: Set(jobs.map(\.0)))
         let stats = origin.stats
         let served = stats.requests - stats.refused

@@ -128,13 +128,15 @@ final class Runner: @unchecked Sendable {
         let publishStart = DispatchTime.now().uptimeNanoseconds
         let publisher = try JobPublisher(configuration: configuration, logger: quietLogger("bench.publisher"))
         let prefix = "\(runID)-"
-        // The same job each time (distinct ids); with newFilePerJob each names its own storage key.
+        // The same image each time under a URL of its own (`?j=N`): identical requests in flight
+        // share one fetch (issue 35), and the benchmark counts fetches. With newFilePerJob each
+        // also names its own storage key.
         let newFiles = scenario.newFilePerJob
         let urls = internetJobs?.urls
         let confirmed = publisher.publish(
             bodies: (0..<jobs).lazy.map {
                 JobPublisher.jobBody(
-                    id: prefix + String($0), url: urls?[$0] ?? url,
+                    id: prefix + String($0), url: urls?[$0] ?? url + "?j=" + String($0),
                     key: newFiles ? "bench/\(runID)/\($0 / 1000)/\($0)" : nil)
             })
         publisher.close()
