@@ -15,7 +15,7 @@ ARG RUNTIME_IMAGE=ubuntu:noble
 FROM ${SWIFT_IMAGE} AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
- && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev libssl-dev libidn2-dev libvips-dev pkg-config \
+ && apt-get install -y -q --no-install-recommends librabbitmq-dev libcurl4-openssl-dev libssl-dev libidn2-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 
@@ -40,7 +40,7 @@ RUN IFW_REVISION="$REVISION" scripts/release-build.sh --product image-fetch-work
 
 # Runtime stage: the shared libraries the binary links (the Swift runtime is static), CA roots for
 # https, and curl for the HEALTHCHECK. libvips (libvips42t64 on Ubuntu 24.04) decodes images when
-# image.verify is decode.
+# image.verify is decode; the worker opens it (dlopen) only then.
 FROM ${RUNTIME_IMAGE}
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \

@@ -39,12 +39,6 @@ let package = Package(
             pkgConfig: "libidn2",
             providers: [.apt(["libidn2-dev"])]
         ),
-        // libvips decodes whole images when image.verify is decode (docs/image-formats.md).
-        .systemLibrary(
-            name: "CVips",
-            pkgConfig: "vips",
-            providers: [.apt(["libvips-dev"])]
-        ),
         .target(
             name: "CShims", dependencies: ["CCurl", "CRabbitMQ", "CIDN2"],
             // libssl for the fetch engine's TLS counters (tls_stats.c), the OpenSSL libcurl uses.
@@ -52,7 +46,7 @@ let package = Package(
         .target(
             name: "ImageFetchWorker",
             dependencies: [
-                "CShims", "CCurl", "CRabbitMQ", "CVips",
+                "CShims", "CCurl", "CRabbitMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

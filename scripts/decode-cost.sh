@@ -6,7 +6,7 @@
 #
 # Makes a small (64 x 64) and a large (1920 x 1080) photo-like image in each decoded format with
 # the corpus's encoders (scripts/image-tools.sh), builds Benchmarks/DecodeCost/decode_cost.c (the
-# worker's libvips calls, Sources/CVips/shim.h) with -O2, and runs it under callgrind for 1 and
+# worker's libvips calls, Sources/CShims/vips_loader.c) with -O2, and runs it under callgrind for 1 and
 # for 1 + N decodes of each file: (instructions of the second - of the first) / N is one decode,
 # start-up excluded. Also prints user CPU per decode from a timed loop, which a loaded machine
 # inflates. N: DECODE_COST_N (default 10 for large files, 100 for small).
@@ -18,8 +18,8 @@ mkdir -p "$OUT"
 command -v valgrind >/dev/null || { echo "decode-cost.sh: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
 IM=convert-im6.q16
 VENV="${IFW_IMAGE_VENV:-$ROOT/.run/image-venv}"
-cc -O2 -o "$OUT/decode_cost" "$ROOT/Benchmarks/DecodeCost/decode_cost.c" -I"$ROOT/Sources/CVips" \
-  $(pkg-config --cflags --libs vips)
+cc -O2 -o "$OUT/decode_cost" "$ROOT/Benchmarks/DecodeCost/decode_cost.c" "$ROOT/Sources/CShims/vips_loader.c" \
+  -I"$ROOT/Sources/CShims/include" $(pkg-config --cflags --libs glib-2.0) -lpthread -ldl
 
 for size in 64x64 1920x1080; do
   src="$OUT/src-$size.png"

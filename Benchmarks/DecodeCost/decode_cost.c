@@ -6,7 +6,8 @@
 // LOADER is ifw_vips_loader's number (0 JPEG, 1 PNG, 2 GIF, 3 WebP, 4 TIFF, 5 HEIF). The file is
 // read once; each iteration opens it from memory, reads the header and makes the 9 x 8 grey
 // thumbnail (which decodes every pixel of the first frame). Exits 1 if a decode fails.
-#include "shim.h"
+#include "ifw_vips.h"
+#include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,12 +20,14 @@ int main(int argc, char **argv) {
     int loader = atoi(argv[1]), iterations = atoi(argv[2]);
     unsigned char grey[72];
     for (int i = 0; i < iterations; i++) {
-        VipsImage *image = ifw_vips_open((ifw_vips_loader)loader, data, length, 1);
+        ifw_vips_image *image = ifw_vips_open((ifw_vips_loader)loader, data, length, 1);
         if (image == NULL || ifw_vips_grey_thumbnail(image, 9, 8, grey) != 0) {
-            fprintf(stderr, "%s: %s\n", argv[3], vips_error_buffer());
+            char reason[512];
+            ifw_vips_error_take(reason, sizeof reason);
+            fprintf(stderr, "%s: %s\n", argv[3], reason);
             return 1;
         }
-        g_object_unref(image);
+        ifw_vips_unref(image);
     }
     g_free(data);
     return 0;

@@ -19,6 +19,7 @@
  * see them ("cannot find 'CURLE_OK' in scope"): every Swift file that imports CCurl imports
  * CShims too. */
 #include <curl/curl.h>
+#include "ifw_vips.h"
 #if __has_include(<rabbitmq-c/amqp.h>)
 #include <rabbitmq-c/amqp.h>
 #else

@@ -1,4 +1,4 @@
-import CVips
+import CShims
 
 /// What a full decode adds to the header's facts (`image.verify = decode`).
 public struct DecodedFacts: Sendable, Equatable, Hashable {
@@ -129,14 +129,14 @@ package enum ImageDecoder {
 /// One libvips image, a `VipsImage *` with one reference, dropped on deinit. Used on the thread
 /// that made it, inside one decode, so it is not Sendable.
 final class VipsImageHandle {
-    private let pointer: UnsafeMutablePointer<VipsImage>
+    private let pointer: OpaquePointer
 
-    private init(_ pointer: UnsafeMutablePointer<VipsImage>) {
+    private init(_ pointer: OpaquePointer) {
         self.pointer = pointer
     }
 
     deinit {
-        g_object_unref(pointer)
+        ifw_vips_unref(pointer)
     }
 
     /// Reads the header of `bytes` with `loader`, asking for `pages` frames. The bytes must stay
@@ -150,7 +150,7 @@ final class VipsImageHandle {
         return .success(VipsImageHandle(image))
     }
 
-    var width: Int { Int(vips_image_get_width(pointer)) }
+    var width: Int { Int(ifw_vips_width(pointer)) }
     var pageHeight: Int { Int(ifw_vips_page_height(pointer)) }
     var pages: Int { Int(ifw_vips_pages(pointer)) }
     var orientation: Int { Int(ifw_vips_orientation(pointer)) }
@@ -164,7 +164,7 @@ final class VipsImageHandle {
     func greyThumbnail(width: Int, height: Int) -> Result<[UInt8], ImageDecoder.Failure> {
         var grey = [UInt8](repeating: 0, count: width * height)
         let status = grey.withUnsafeMutableBufferPointer {
-            ifw_vips_grey_thumbnail(pointer, Int32(width), Int32(height), $0.baseAddress)
+            ifw_vips_grey_thumbnail(pointer, Int32(width), Int32(height), $0.baseAddress!)
         }
         guard status == 0 else { return .failure(.undecodable(Self.takeError(or: "the pixels do not decode"))) }
         return .success(grey)
@@ -174,7 +174,7 @@ final class VipsImageHandle {
     /// body is decoded from memory), and clears it.
     private static func takeError(or fallback: String) -> String {
         var buffer = [CChar](repeating: 0, count: 512)
-        buffer.withUnsafeMutableBufferPointer { ifw_vips_error_take($0.baseAddress, $0.count) }
+        buffer.withUnsafeMutableBufferPointer { ifw_vips_error_take($0.baseAddress!, $0.count) }
         let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let line = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         return line.isEmpty ? fallback : String(line.prefix(160))
