@@ -169,7 +169,8 @@ struct HostileOriginTests {
         #expect(
             Set(good.keys) == [
                 "id", "url", "status", "attempt", "redelivered", "http_status", "content_type", "format", "width",
-                "height", "frames", "animated", "bytes", "sha256", "location", "final_url", "redirects", "duration_ms",
+                "height", "frames", "animated", "bytes", "sha256", "location", "stored", "final_url", "redirects",
+                "duration_ms",
                 "timings", "worker", "finished_at",
             ])
 
