@@ -84,7 +84,7 @@ import Testing
                 durationNanoseconds: Self.ms, retryAfterSeconds: 3),
             now: 10 * Self.ms)
         #expect(events.contains(.paused(Self.a, seconds: 3)))
-        #expect(!scheduler.hasStartable(now: 3_009 * Self.ms))
+        #expect(scheduler.hasStartable(now: 3_009 * Self.ms) == false)
         #expect(scheduler.next(now: 3_009 * Self.ms) == nil)
         #expect(scheduler.nextPauseEnd(now: 20 * Self.ms) == 3_010 * Self.ms)
         #expect(scheduler.next(now: 3_010 * Self.ms) != nil)

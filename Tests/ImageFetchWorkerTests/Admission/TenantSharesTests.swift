@@ -116,9 +116,9 @@ import Testing
         // Alone, the capped tenant runs 2, however many permits are free.
         let capped = Self.take(&scheduler, 8)
         #expect(capped.count == 2)
-        #expect(!scheduler.hasStartable(now: 0))
+        #expect(scheduler.hasStartable(now: 0) == false)
         for index in 0..<20 { _ = scheduler.enqueue("o\(index)", origin: Self.a, tenant: "other", now: 0) }
-        #expect(scheduler.hasStartable(now: 0))
+        #expect(scheduler.hasStartable(now: 0) == true)
         // The other tenant takes the rest of the origin's limit of 8.
         let more = Self.take(&scheduler, 8)
         #expect(more.count == 6)
