@@ -89,11 +89,14 @@ public final class FileSink: ImageSink {
         // another body. Files only ever appear under their final name complete (temporary
         // file + rename). A file this process already found right, and unchanged since (same
         // inode, size and times), needs only the `stat`.
-        if contentAddressed, let identity = FileIdentity(path: path), identity.size == request.body.count,
-            verified.withLock({ $0.holds(path, as: identity) }) || FileSink.fileHolds(request.body, at: path)
-        {
-            verified.withLock { $0.remember(path, as: identity) }
-            return .success(StoredObject(location: "file://" + path, wrote: false))
+        // Remembered by key (shorter than the path, the root being the same), and looked up once
+        // on the usual path, a repeat: each String hash of it costs about 500 instructions.
+        if contentAddressed, let identity = FileIdentity(path: path), identity.size == request.body.count {
+            let known = verified.withLock { $0.holds(key, as: identity) }
+            if known || FileSink.fileHolds(request.body, at: path) {
+                if !known { verified.withLock { $0.remember(key, as: identity) } }
+                return .success(StoredObject(location: "file://" + path, wrote: false))
+            }
         }
         return FileSink.write(request.body, key: key, path: path, fsync: fsync)
     }

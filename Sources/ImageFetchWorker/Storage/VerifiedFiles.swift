@@ -42,7 +42,7 @@ package struct FileIdentity: Hashable, Sendable {
     }
 }
 
-/// The content-addressed files whose bytes this process has compared (or written), by path:
+/// The content-addressed files whose bytes this process has compared (or written), by key:
 /// while a file's identity is unchanged, the next job with the same content needs only a `stat`,
 /// not a read of the whole file (issue 33: the read-back cost png32, where every job stores the
 /// same image, about 7 % CPU a message). Bounded: the oldest entry goes first.
@@ -58,19 +58,19 @@ package struct VerifiedFiles {
 
     package var count: Int { identities.count }
 
-    /// Whether `identity` is what `path` had when its bytes were last found right.
-    package func holds(_ path: String, as identity: FileIdentity) -> Bool {
-        identities[path] == identity
+    /// Whether `identity` is what the file at `key` had when its bytes were last found right.
+    package func holds(_ key: String, as identity: FileIdentity) -> Bool {
+        identities[key] == identity
     }
 
-    /// Remembers that `path`, as `identity`, holds the bytes of its name.
-    package mutating func remember(_ path: String, as identity: FileIdentity) {
-        if identities.updateValue(identity, forKey: path) != nil { return }
+    /// Remembers that the file at `key`, as `identity`, holds the bytes of its name.
+    package mutating func remember(_ key: String, as identity: FileIdentity) {
+        if identities.updateValue(identity, forKey: key) != nil { return }
         if order.count < capacity {
-            order.append(path)
+            order.append(key)
         } else {
             identities[order[next]] = nil
-            order[next] = path
+            order[next] = key
             next = (next + 1) % capacity
         }
     }
