@@ -76,6 +76,35 @@ import Testing
         #expect(CacheValidators.lastModified(from: Array(padded.utf8)) == nil)
     }
 
+    /// The in-place reader of IMF-fixdates must accept nothing the general reader refuses.
+    @Test func theFixdateFastPathAcceptsOnlyWhatTheGeneralReaderAccepts() {
+        let dates = [
+            "Sun, 06 Nov 1994 08:49:37 GMT", "Mon, 31 Dec 9999 23:59:60 GMT", "Thu, 01 Jan 1900 00:00:00 GMT",
+            "Wed, 27 Nov 2026 10:04:05 GMT",
+        ]
+        for date in dates {
+            #expect(CacheValidators.isIMFFixdate(Array(date.utf8)), "\(date)")
+        }
+        var generator = SplitMix64(state: 32)
+        let alphabet = Array("0123456789 ,:-ASTadgnouv")
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var characters = Array(dates.randomElement(using: &generator) ?? "")
+            for _ in 0..<Int.random(in: 1...2, using: &generator) {
+                let position = Int.random(in: 0..<characters.count, using: &generator)
+                characters[position] = alphabet.randomElement(using: &generator) ?? "0"
+            }
+            let text = String(characters)
+            guard CacheValidators.isIMFFixdate(Array(text.utf8)) else { continue }
+            accepted += 1
+            #expect(RetryAfter.httpDate(text) != nil, "\(text)")
+        }
+        #expect(accepted > 1_000)
+        #expect(!CacheValidators.isIMFFixdate(Array("Sun, 00 Nov 1994 08:49:37 GMT".utf8)))
+        #expect(!CacheValidators.isIMFFixdate(Array("Sun, 06 nov 1994 08:49:37 GMT".utf8)))
+        #expect(!CacheValidators.isIMFFixdate(Array("Sun, 06 Nov 1994 24:49:37 GMT".utf8)))
+    }
+
     @Test func notModifiedIsA304ToAConditionalRequestOrTheSameDigest() {
         let sha = String(repeating: "a", count: 64)
         let plain = Job(id: "1", url: "u")
