@@ -282,10 +282,10 @@ struct FetchEngineTests {
             var request = FetchRequest(url: origin.url("/endless"))
             request.inspector = { body in
                 largestSeen.store(body.count, ordering: .relaxed)
-                return body.count >= 32 * 1024 ? .reject(reason: "too many pixels") : .needMore
+                return body.count >= 32 * 1024 ? .reject(.tooManyPixels(width: 1, height: 1)) : .needMore
             }
             let response = await Self.fetch(engine, request)
-            #expect(response.failure == .rejected(reason: "too many pixels"))
+            #expect(response.failure == .rejected(.tooManyPixels(width: 1, height: 1)))
             #expect(response.body.isEmpty)
             let seen = largestSeen.load(ordering: .relaxed)
             #expect(seen >= 32 * 1024)

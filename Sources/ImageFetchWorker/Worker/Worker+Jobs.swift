@@ -86,7 +86,10 @@ extension JobRunner {
             switch ImagePolicy.checkPrefix(prefix, maxPixels: maxPixels) {
             case .needMore: return .needMore
             case .accept: return .accept
-            case .refuse(let refusal): return .reject(reason: JobError(refusal).message)
+            case .refuse(.tooManyPixels(let width, let height)):
+                return .reject(.tooManyPixels(width: width, height: height))
+            // The prefix check refuses on pixels only; the whole body gets every other check.
+            case .refuse: return .accept
             }
         }
         // The response's opt-out headers stop the transfer before its body (Fetch/OptOut/).

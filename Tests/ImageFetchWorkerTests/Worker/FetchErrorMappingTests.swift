@@ -12,8 +12,6 @@ struct FetchErrorMappingRow: Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(failure)" }
 }
 
-let fetchErrorMappingPixels = JobError(.tooManyPixels, "the image needs 9 × 9 pixels, over fetch.max_pixels")
-
 let fetchErrorMappingTable: [FetchErrorMappingRow] = [
     FetchErrorMappingRow(failure: .aborted, code: .aborted, retryable: false, message: "the transfer was aborted"),
     FetchErrorMappingRow(failure: .malformedURL, code: .invalidURL, retryable: false, message: "the URL is malformed"),
@@ -101,8 +99,8 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         failure: .truncated(received: 10, declared: nil), code: .truncated, retryable: true,
         message: "the connection closed before the body was complete"),
     FetchErrorMappingRow(
-        failure: .rejected(reason: fetchErrorMappingPixels.message), code: .tooManyPixels, retryable: false,
-        message: fetchErrorMappingPixels.message),
+        failure: .rejected(.tooManyPixels(width: 9, height: 9)), code: .tooManyPixels, retryable: false,
+        message: "the image needs 9 × 9 pixels, over fetch.max_pixels"),
     FetchErrorMappingRow(
         failure: .optedOut(.xRobotsTag(directive: "noai")), code: .optedOut, retryable: false,
         message: "the image's X-Robots-Tag says noai"),
