@@ -3,11 +3,14 @@
 /// outcome. Codes, retryability and messages are those the results have always carried; the
 /// messages are the engine's own (``FetchError/message``).
 extension JobError {
-    package init(_ failure: FetchError) {
+    /// A fetch's failure as a job's result; nil for ``FetchError/aborted``, which is no job's
+    /// failure: the worker stopped the transfer itself (the drain's deadline), and the job goes
+    /// back to the broker unanswered (`JobRunner.conclude`), so it has no result code.
+    package init?(fetchFailure failure: FetchError) {
         let code: Code
         switch failure {
         case .aborted:
-            code = .aborted
+            return nil
         case .malformedURL, .redirectRefused, .invalidHost:
             code = .invalidURL
         case .unsupportedScheme:
@@ -43,6 +46,12 @@ extension JobError {
         }
         self.init(code, failure.message)
     }
+
+    /// ``init(fetchFailure:)`` for a failure that no job reports: only the trace exporter's
+    /// start-up (`OTLPExporter`) still throws one. `.aborted` reads as `connect_failed`.
+    package init(_ failure: FetchError) {
+        self = JobError(fetchFailure: failure) ?? JobError(.connectFailed, failure.message)
+    }
 }
 
 extension JobError {
@@ -53,9 +62,9 @@ extension JobError {
 }
 
 extension FetchResponse {
-    /// ``failure`` in the result contract's terms, for the callers that report in them (the job
-    /// pipeline, and tests).
+    /// ``failure`` in the result contract's terms (``JobError/init(fetchFailure:)``): nil for a
+    /// success, and for an aborted transfer, which has no result code.
     package var error: JobError? {
-        failure.map(JobError.init)
+        failure.flatMap(JobError.init(fetchFailure:))
     }
 }

@@ -99,9 +99,12 @@ extension JobRunner {
             // Completions arrive on the work queue, several small ones to a block.
             let fetchSpan = context.trace.fetch(url: url)
             fetchEngine.fetch(request) { response in
-                // The pipeline's edge: the engine's failure becomes a result code here, once.
-                let error = response.failure.map(JobError.init)
-                JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
+                // The pipeline's edge: the engine's failure becomes a result code here, once. An
+                // aborted transfer has none; `conclude` hands its job back.
+                let error = response.failure.flatMap(JobError.init(fetchFailure:))
+                JobTrace.endFetch(
+                    fetchSpan, httpStatus: response.httpStatus,
+                    errorCode: response.failure == .aborted ? JobTrace.handedBack : error?.code.rawValue)
                 self.fetched(context, job: job, response: response, error: error)
             }
         }
@@ -175,10 +178,14 @@ extension JobRunner {
         retryAfterSeconds retryAfter: Double?
     ) {
         optOutMetrics.record(response)
+        if response.failure == .aborted {
+            // The worker stopped the transfer itself (the drain's deadline): no result, the
+            // delivery goes back to the broker.
+            run(context) { $0.handBack() }
+            return
+        }
         if let error {
-            if error.code == .aborted {
-                run(context) { $0.handBack() }
-            } else if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
+            if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
                 // A refetch's 304: nothing to store.
                 run(context) { $0.decided() }
                 finish(context, job: job, error: nil, response: response, notModified: true)

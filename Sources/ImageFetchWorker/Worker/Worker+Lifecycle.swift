@@ -34,7 +34,7 @@ extension JobRunner {
             CompletionBatch.signal(semaphore)
         case .dropWaiting(let nack):
             // On the channel queue (the drain's hand-back, or a lost channel's cleanup).
-            context.trace.end(errorCode: JobError.Code.aborted.rawValue)
+            context.trace.end(errorCode: JobTrace.handedBack)
             if nack {
                 session.nackOnQueue(context.delivery, requeue: true)
                 stats.handedBack()
@@ -44,7 +44,7 @@ extension JobRunner {
         case .handBack(let slot, let releasePermit):
             if releasePermit { CompletionBatch.signal(semaphore) }
             if let slot { admission.finished(slot, outcome: .other) }
-            context.trace.end(errorCode: JobError.Code.aborted.rawValue)
+            context.trace.end(errorCode: JobTrace.handedBack)
             let delivery = context.delivery
             session.queue.async { [self] in
                 session.nackOnQueue(delivery, requeue: true)

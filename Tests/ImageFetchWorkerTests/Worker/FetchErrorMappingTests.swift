@@ -13,7 +13,6 @@ struct FetchErrorMappingRow: Sendable, CustomTestStringConvertible {
 }
 
 let fetchErrorMappingTable: [FetchErrorMappingRow] = [
-    FetchErrorMappingRow(failure: .aborted, code: .aborted, retryable: false, message: "the transfer was aborted"),
     FetchErrorMappingRow(failure: .malformedURL, code: .invalidURL, retryable: false, message: "the URL is malformed"),
     FetchErrorMappingRow(
         failure: .unsupportedScheme(atSetup: true), code: .unsupportedScheme, retryable: false,
@@ -119,11 +118,17 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
 /// case keeps the code, retryability and message results carried before the engine had its own
 /// error type.
 @Suite struct FetchErrorMappingTests {
-    @Test(arguments: fetchErrorMappingTable) func eachFailureKeepsItsCode(_ row: FetchErrorMappingRow) {
-        let error = JobError(row.failure)
+    @Test(arguments: fetchErrorMappingTable) func eachFailureKeepsItsCode(_ row: FetchErrorMappingRow) throws {
+        let error = try #require(JobError(fetchFailure: row.failure))
         #expect(error.code == row.code)
         #expect(error.retryable == row.retryable)
         #expect(error.message == row.message)
+    }
+
+    /// The worker aborted the transfer itself: the job is handed back unanswered, so no code.
+    @Test func anAbortedTransferIsNoJobsFailure() {
+        #expect(JobError(fetchFailure: .aborted) == nil)
+        #expect(FetchResponse(failure: .aborted).error == nil)
     }
 
     /// A new FetchError case fails to compile here; the count then asks for its row.
@@ -152,7 +157,7 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
             case .initFailed: "initFailed"
             }
         }
-        #expect(Set(fetchErrorMappingTable.map { name($0.failure) }).count == 20)
+        #expect(Set(fetchErrorMappingTable.map { name($0.failure) } + [name(.aborted)]).count == 20)
     }
 
     @Test func theResponseShowsItsFailureAsAJobError() {
