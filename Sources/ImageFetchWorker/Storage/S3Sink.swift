@@ -41,10 +41,11 @@ package final class S3Sink: ImageSink {
     ///   - fetch: the transfer limits to apply to uploads (`fetch.timeout`, `fetch.connect_timeout`,
     ///     the low-speed limit and the user agent).
     ///   - maxConnections: keep-alive connections to the store; give at least `worker.concurrency`.
-    /// - Throws: ``JobError`` with code `storage_failed` when a setting is missing or libcurl cannot
-    ///   be initialised; ``ConfigurationError`` (exit 78) when temporary credentials cannot be had.
+    /// - Throws: ``ConfigurationError`` (exit 78) when a setting is missing (the loader checks them
+    ///   first) or temporary credentials cannot be had; ``StartupError`` when libcurl cannot be
+    ///   initialised.
     package init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws {
-        guard !settings.bucket.isEmpty else { throw JobError(.storageFailed, "s3.bucket is not set") }
+        guard !settings.bucket.isEmpty else { throw ConfigurationError(key: "s3.bucket", problem: "is not set") }
         let source: AWSCredentialSource
         if let keyID = settings.accessKeyID, let secret = settings.secretAccessKey {
             source = .fixed(
@@ -52,10 +53,12 @@ package final class S3Sink: ImageSink {
         } else if let temporary = settings.temporaryCredentials {
             source = temporary
         } else {
-            throw JobError(.storageFailed, "the S3 credentials are not set (s3.access_key_id, s3.secret_access_key)")
+            throw ConfigurationError(
+                key: "s3.access_key_id",
+                problem: "the S3 credentials are not set (s3.access_key_id, s3.secret_access_key)")
         }
         guard S3Addressing.validateEndpoint(settings.resolvedEndpoint) != nil else {
-            throw JobError(.storageFailed, "s3.endpoint is not a valid http or https URL")
+            throw ConfigurationError(key: "s3.endpoint", problem: "is not a valid http or https URL")
         }
         self.settings = settings
         self.signing = "aws:amz:\(settings.region):s3"
@@ -67,7 +70,7 @@ package final class S3Sink: ImageSink {
             self.engine = try FetchEngine(
                 configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
         } catch {
-            throw JobError(.storageFailed, "the S3 upload engine could not start: \(error.message)")
+            throw StartupError("the S3 upload engine could not start: \(error.message)")
         }
     }
 

@@ -308,7 +308,7 @@ extension JobRunner where Broker == BrokerSession, Fetcher == FetchEngine {
                 maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
                 runBatch: { CompletionBatch.run($0) })
         } catch {
-            throw JobError(error)  // the start-up line it has always printed
+            throw StartupError(error.message)
         }
         let sink: any ImageSink
         switch configuration.storage.kind {
