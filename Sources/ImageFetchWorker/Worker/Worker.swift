@@ -254,8 +254,9 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
         intake(delivery)
     }
 
-    package func brokerRejectedUnread(_ delivery: Delivery, error: JobError) {
+    package func brokerRejectedUnread(_ delivery: Delivery, bodySize: UInt64) {
         // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
+        let error = policy.oversized(bodySize: bodySize)
         stats.received()
         stats.failed(error.code)
         stats.deadLettered()
