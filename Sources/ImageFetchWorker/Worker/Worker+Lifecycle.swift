@@ -13,7 +13,7 @@ extension JobRunner {
         let before = context.lifecycle.phase
         let action = event(&context.lifecycle)
         let after = context.lifecycle.phase
-        if before != after { stats.jobMoved(from: before, to: after) }
+        if before != after { stats.jobMoved(from: before.gauge, to: after.gauge) }
         perform(action, for: context)
     }
 
@@ -119,6 +119,17 @@ extension JobRunner {
         session.publishOnQueue(policy.resultMessage(result, job: job)) { [self] answer in
             // A lost channel: redelivered, and decided again.
             run(context) { $0.fallbackAnswered(connectionLost: answer == .connectionLost) }
+        }
+    }
+}
+
+extension JobLifecycle.Phase {
+    /// The gauge (``WorkerStats``) a job in this phase counts in.
+    var gauge: WorkerStats.JobGauge {
+        switch self {
+        case .arrived, .done: .uncounted
+        case .waiting: .waiting
+        case .inFlight: .inFlight
         }
     }
 }
