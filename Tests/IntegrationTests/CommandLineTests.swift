@@ -49,6 +49,20 @@ struct CommandLineTests {
                 + "\n")
     }
 
+    /// A start-up failure that is not the configuration's (the storage root cannot be made) exits
+    /// 1 with one `cannot start` line, which names no job's error code: start-up is no job.
+    @Test func aStorageRootThatCannotBeMadeStopsTheStart() async throws {
+        let file = TestScratch.path("plain-\(UUID().uuidString)")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let refused = try await run(["run"], ["STORAGE_KIND": "file", "STORAGE_PATH": file + "/images"])
+        #expect(refused.status == 1, "\(refused.output)")
+        let lines = refused.output.split(separator: "\n").filter { $0.contains("cannot start") }
+        #expect(lines.count == 1, "\(refused.output)")
+        #expect(lines.first?.contains("cannot create the storage root") == true, "\(refused.output)")
+        #expect(lines.first?.contains("storage_failed") == false, "\(refused.output)")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func publishWithItsOptionsAndFlagsEitherWay() async throws {
         let configuration = try TestBroker.configuration("publish")

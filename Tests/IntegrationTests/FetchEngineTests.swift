@@ -282,10 +282,10 @@ struct FetchEngineTests {
             var request = FetchRequest(url: origin.url("/endless"))
             request.inspector = { body in
                 largestSeen.store(body.count, ordering: .relaxed)
-                return body.count >= 32 * 1024 ? .reject(reason: "too many pixels") : .needMore
+                return body.count >= 32 * 1024 ? .reject(.tooManyPixels(width: 1, height: 1)) : .needMore
             }
             let response = await Self.fetch(engine, request)
-            #expect(response.failure == .rejected(reason: "too many pixels"))
+            #expect(response.failure == .rejected(.tooManyPixels(width: 1, height: 1)))
             #expect(response.body.isEmpty)
             let seen = largestSeen.load(ordering: .relaxed)
             #expect(seen >= 32 * 1024)
@@ -312,26 +312,26 @@ struct FetchEngineTests {
     @Test("cancel aborts one transfer, cancelAll the rest")
     func cancellation() async throws {
         try await Self.withOrigin { origin, engine in
-            let codes = Mutex<[JobError.Code?]>([])
+            let failures = Mutex<[FetchError?]>([])
             let done = DispatchGroup()
             var tickets: [FetchTicket] = []
             for _ in 0..<5 {
                 done.enter()
                 tickets.append(
                     engine.fetch(FetchRequest(url: origin.url("/slow?ms=5000"))) { response in
-                        codes.withLock { $0.append(response.error?.code) }
+                        failures.withLock { $0.append(response.failure) }
                         done.leave()
                     })
             }
             #expect(await Self.eventually { origin.stats.inFlight == 5 })
             #expect(engine.activeTransfers == 5)
             engine.cancel(tickets[0])
-            #expect(await Self.eventually { codes.withLock { $0.count } == 1 })
+            #expect(await Self.eventually { failures.withLock { $0.count } == 1 })
             let start = DispatchTime.now().uptimeNanoseconds
             engine.cancelAll()
-            #expect(await Self.eventually(2) { codes.withLock { $0.count } == 5 })
+            #expect(await Self.eventually(2) { failures.withLock { $0.count } == 5 })
             #expect(DispatchTime.now().uptimeNanoseconds - start < 1_000_000_000)
-            #expect(codes.withLock { $0 } == Array(repeating: JobError.Code.aborted, count: 5))
+            #expect(failures.withLock { $0 } == Array(repeating: FetchError.aborted, count: 5))
             #expect(engine.activeTransfers == 0)
         }
     }
@@ -430,7 +430,7 @@ struct FetchEngineTests {
                 continuation.resume(returning: (response, onCompletionQueue()))
             }
         }
-        #expect(late.0.error?.code == .aborted)
+        #expect(late.0.failure == .aborted)
         #expect(late.1)
         try await origin.shutdown()
     }
@@ -451,7 +451,7 @@ struct FetchEngineTests {
             let finished = await FetchEngineTests.eventually { responses.all.count == tickets.count }
             #expect(finished)
             let all = responses.all
-            #expect(all.filter { $0.error?.code == .aborted }.count == aborted)
+            #expect(all.filter { $0.failure == .aborted }.count == aborted)
             #expect(all.filter { $0.error == nil && $0.body == TestOrigin.okBody }.count == tickets.count - aborted)
         }
 
@@ -570,7 +570,7 @@ struct FetchEngineTests {
         engine.shutdown()
         engine.shutdown()
         let response = await Self.fetch(engine, "http://127.0.0.1:1/")
-        #expect(response.error?.code == .aborted)
+        #expect(response.failure == .aborted)
         #expect(engine.activeTransfers == 0)
     }
 }

@@ -91,11 +91,10 @@ extension BrokerSession {
     /// The header of a delivery over `queue.max_job_bytes` arrived: begin its dead copy.
     func beginDeadCopy(tag: UInt64, properties: AMQPProperties, bodySize: UInt64) {
         guard let connection else { return }
-        let limit = configuration.queue.maxJobBytes
-        let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
         let attempt = Int(clamping: properties.headers[JobHeaders.attempt]?.intValue ?? 1)
         let original = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: false, properties: properties, body: [])
-        let copy = OutcomePolicy(configuration).deadCopy(of: original, error: error, attempt: max(attempt, 1))
+        let copy = OutcomePolicy(configuration).oversizedDeadCopy(
+            of: original, bodySize: bodySize, attempt: max(attempt, 1))
         do {
             if deadCopies.needsChannel(epoch: lifecycle.epoch) {
                 try connection.openConfirmChannelPipelined(Self.deadCopyChannel)

@@ -193,15 +193,14 @@ extension BrokerSession {
     /// dead queue (with `x-death`, reason `rejected`). The worker goes on with the next job.
     private func rejectOversized(_ delivery: Delivery, bodySize: UInt64) {
         let limit = configuration.queue.maxJobBytes
-        let error = JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(limit))")
         logger.error(
             "job too large; dead-lettered unread",
             metadata: [
-                "error_code": "\(error.code)", "bytes": "\(bodySize)", "limit": "\(limit)",
+                "error_code": "\(JobError.Code.jobTooLarge)", "bytes": "\(bodySize)", "limit": "\(limit)",
                 "message_id": "\(delivery.properties.messageID ?? "")",
             ])
         if deadCopies.finished(tag: delivery.tag) {
-            delegate?.session(self, didReject: delivery, error: error)
+            delegate?.session(self, didRejectOversized: delivery, bodySize: bodySize)
             return
         }
         guard let connection else { return }
@@ -211,7 +210,7 @@ extension BrokerSession {
         } catch {
             return handleLoss(error)
         }
-        delegate?.session(self, didReject: delivery, error: error)
+        delegate?.session(self, didRejectOversized: delivery, bodySize: bodySize)
     }
 
     /// The broker broke the protocol: close the connection (reply code 505, unexpected frame)

@@ -16,13 +16,13 @@ package protocol BrokerSessionDelegate: AnyObject, Sendable {
     /// The broker raised or cleared a resource alarm (`connection.blocked` / `unblocked`).
     func session(_ session: BrokerSession, blocked: Bool)
     /// The session dead-lettered a delivery by itself, unread (its body is over
-    /// `queue.max_job_bytes`): `delivery.body` is empty, and `error` says why. For counting only;
-    /// the delivery is settled already.
-    func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError)
+    /// `queue.max_job_bytes`): `delivery.body` is empty, and `bodySize` is what its header declared.
+    /// For counting only; the delivery is settled already.
+    func session(_ session: BrokerSession, didRejectOversized delivery: Delivery, bodySize: UInt64)
 }
 
 extension BrokerSessionDelegate {
-    package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {}
+    package func session(_ session: BrokerSession, didRejectOversized delivery: Delivery, bodySize: UInt64) {}
 }
 
 /// How the broker answered a publish.

@@ -87,7 +87,7 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
         do {
             engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 4)
         } catch {
-            throw Failure(description: "cannot start libcurl: \(JobError(error).message)")
+            throw Failure(description: "cannot start libcurl: \(error.message)")
         }
     }
 
@@ -106,8 +106,8 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
         let response = perform(request)
         switch response.httpStatus {
         case 200?:
-            if let error = response.error {
-                throw Failure(description: "reading \(url) failed: \(error.message)")
+            if let failure = response.failure {
+                throw Failure(description: "reading \(url) failed: \(failure.message)")
             }
             guard let stats = QueueStats.parse(response.body) else {
                 throw Failure(description: "\(url) did not answer with a JSON object; is this the management API?")
@@ -122,7 +122,7 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
         case nil:
             throw Failure(
                 description:
-                    "cannot reach the management API at \(baseURL): \(response.error?.message ?? "no response")")
+                    "cannot reach the management API at \(baseURL): \(response.failure?.message ?? "no response")")
         }
     }
 

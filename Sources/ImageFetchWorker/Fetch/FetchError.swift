@@ -43,9 +43,8 @@ package enum FetchError: Error, Sendable, Equatable {
     case tooLarge(limit: Int, declared: Bool)
     /// The body ended after `received` bytes, short of its Content-Length when `declared` is known.
     case truncated(received: Int, declared: Int64?)
-    /// The request's inspector rejected the body (``BodyVerdict/reject(reason:)``); the reason is
-    /// the inspector's, passed through unchanged.
-    case rejected(reason: String)
+    /// The request's inspector rejected the body (``BodyVerdict/reject(_:)``), for this reason.
+    case rejected(BodyRejection)
     /// The final response's headers carried an opt-out signal (``FetchRequest/optOut``); the
     /// transfer stopped before its body.
     case optedOut(OptOutSignal)
@@ -76,6 +75,54 @@ package enum FetchError: Error, Sendable, Equatable {
         case closedEarly
         /// The origin broke the HTTP/2 framing (of the connection or of the stream).
         case http2Framing
+    }
+}
+
+extension FetchError {
+    /// What happened, for people: names no URL, host or credential. The job pipeline's results
+    /// carry it as their message (`JobError.init(_: FetchError)`); the sinks and clients that use
+    /// the engine for themselves put it in their own errors.
+    package var message: String {
+        switch self {
+        case .aborted: "the transfer was aborted"
+        case .malformedURL: "the URL is malformed"
+        case .unsupportedScheme(let atSetup):
+            atSetup
+                ? "the URL used a scheme other than http or https"
+                : "the URL or a redirect used a scheme other than http or https"
+        case .setupFailed(let reason): "the transfer could not be set up: \(reason)"
+        case .redirectRefused(.tooLong): "a redirect target is longer than \(URLPolicy.maxLength) bytes"
+        case .redirectRefused(.userInfo): "a redirect target contains user info, which is not allowed"
+        case .invalidHost(let problem, let redirect): redirect ? "a redirect target: \(problem)" : problem
+        // Names the list, never the host.
+        case .hostNotAllowed(.denied, let redirect):
+            "\(redirect ? "a redirect target's host" : "the host") matches fetch.denied_hosts"
+        case .hostNotAllowed(.notAllowed, let redirect):
+            "\(redirect ? "a redirect target's host" : "the host") is not in fetch.allowed_hosts"
+        case .addressRefused(let addressClass): "refused to connect to a \(addressClass) address"
+        case .dnsFailure: "the host name did not resolve"
+        case .connectFailed(.noResponse): "the origin sent no HTTP response"
+        case .connectFailed(.refused): "the connection was refused or failed"
+        case .connectFailed(.sendFailed): "the connection failed while sending"
+        case .connectFailed(.receiveFailed): "the connection failed while receiving"
+        case .connectFailed(.closedEarly): "the origin closed the connection without a response"
+        case .connectFailed(.http2Framing): "the origin broke the HTTP/2 framing"
+        case .timeout: "the transfer timed out (connect, total or low-speed limit)"
+        case .tls: "the TLS handshake or certificate check failed"
+        case .tooManyRedirects(let limit): "more than \(limit) redirects"
+        case .httpStatus(let status): "the origin answered HTTP \(status)"
+        case .tooLarge(let limit, let declared):
+            declared
+                ? "the declared Content-Length is larger than \(limit) bytes"
+                : "the body is larger than \(limit) bytes"
+        case .truncated(let received, let declared?): "the body ended after \(received) of \(declared) bytes"
+        case .truncated(_, nil): "the connection closed before the body was complete"
+        case .rejected(.tooManyPixels(let width, let height)):
+            "the inspector rejected the body: the image needs \(width) × \(height) pixels"
+        case .optedOut(let signal): signal.explanation
+        case .transferFailed(let reason): "the transfer failed: \(reason)"
+        case .initFailed(let reason): "libcurl could not be initialised: \(reason)"
+        }
     }
 }
 

@@ -4,9 +4,15 @@ package enum BodyVerdict: Sendable {
     case needMore
     /// The body is acceptable; stop inspecting and receive the rest.
     case accept
-    /// Abort the transfer; the response fails with ``FetchError/rejected(reason:)``. `reason` is
-    /// the caller's, for people: it must name no URL or secret.
-    case reject(reason: String)
+    /// Abort the transfer; the response fails with ``FetchError/rejected(_:)`` and this reason.
+    case reject(BodyRejection)
+}
+
+/// Why an ``FetchRequest/inspector`` stopped a body. Typed, so that whoever maps the failure to a
+/// result code maps each reason to its own, instead of assuming which inspector ran.
+package enum BodyRejection: Sendable, Equatable {
+    /// The image's header proves it needs `width` × `height` pixels, over the caller's limit.
+    case tooManyPixels(width: Int, height: Int)
 }
 
 /// One HTTP transfer for ``FetchEngine``.
@@ -36,7 +42,7 @@ package struct FetchRequest: Sendable {
     /// `CURLOPT_USERPWD`, for SigV4 `"key:secret"`. Never logged.
     package var userPassword: String? = nil
     /// Called on the fetch queue with the whole body received so far, after each chunk, until it
-    /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(reason:)`` aborts
+    /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(_:)`` aborts
     /// the transfer with that reason. Used for the early `too_many_pixels` check.
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.

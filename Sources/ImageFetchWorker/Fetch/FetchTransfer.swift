@@ -166,9 +166,9 @@ final class FetchTransfer: @unchecked Sendable {
                 break
             case .accept:
                 phase.inspected()
-            case .reject(let reason):
+            case .reject(let rejection):
                 phase.inspected()
-                abortReason = .rejected(reason: reason)
+                abortReason = .rejected(rejection)
                 return .abort
             }
         }

@@ -65,9 +65,6 @@ public struct JobError: Error, Sendable, Hashable, CustomStringConvertible {
         /// `fetch.opt_out.directives`, it sends `tdm-reservation: 1`, or (`fetch.robots = respect`)
         /// its robots.txt disallows the URL or is unreachable. Not retried; nothing is stored.
         package static let optedOut = Code(rawValue: "opted_out")
-        /// Internal, never published: the worker aborted the transfer itself (shutdown deadline).
-        /// The delivery is handed back to the broker instead of producing a result.
-        package static let aborted = Code(rawValue: "aborted")
 
         /// Whether a failure with this code is worth retrying, when nothing more is known.
         /// `http_error` depends on the status; see ``JobError/httpStatus(_:)``.

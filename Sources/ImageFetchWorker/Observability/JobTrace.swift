@@ -92,6 +92,11 @@ package struct JobTrace: Sendable {
         return stage("fetch", kind: .client, attributes: attributes)
     }
 
+    /// The `error.type` of a span whose job went back to the broker unanswered (its fetch was
+    /// aborted at the drain's deadline, a drain or a lost channel handed it back): a trace's word,
+    /// not a result code, since no result or dead-letter copy ever carries it.
+    package static let handedBack = "aborted"
+
     /// Ends a `fetch` span with the response's status, or the error code of a failed transfer.
     package static func endFetch(_ span: any Span, httpStatus: Int?, errorCode: String?) {
         guard span.isRecording else { return }

@@ -17,7 +17,7 @@ package final class WorkerStats: Sendable {
     }
 
     private let state = Mutex(Snapshot())
-    /// The gauges, moved only by the jobs' lifecycles (``jobMoved(from:to:)``).
+    /// The gauges, moved only as the jobs' lifecycles move (``jobMoved(from:to:)``).
     private let waiting = Atomic<Int>(0)
     private let inFlight = Atomic<Int>(0)
     /// Where the same events go as Prometheus metrics.
@@ -39,18 +39,24 @@ package final class WorkerStats: Sendable {
         metrics.jobsReceived.increment()
     }
 
-    /// A job's lifecycle moved from one phase to another: the gauges follow its state, so they
-    /// cannot drift from what the jobs hold.
-    func jobMoved(from old: JobLifecycle.Phase, to new: JobLifecycle.Phase) {
+    /// The gauge a job counts in, as its runner tells from the job's state: waiting in its
+    /// origin's queue, in flight (admitted, until its delivery is settled), or neither.
+    package enum JobGauge: Sendable, Equatable {
+        case uncounted, waiting, inFlight
+    }
+
+    /// A job moved from one gauge to another: the gauges follow the jobs' own state (their
+    /// lifecycles), so they cannot drift from what the jobs hold.
+    func jobMoved(from old: JobGauge, to new: JobGauge) {
         switch old {
         case .waiting: metrics.waiting.record(waiting.subtract(1, ordering: .relaxed).newValue)
         case .inFlight: metrics.inFlight.record(inFlight.subtract(1, ordering: .relaxed).newValue)
-        case .arrived, .done: break
+        case .uncounted: break
         }
         switch new {
         case .waiting: metrics.waiting.record(waiting.add(1, ordering: .relaxed).newValue)
         case .inFlight: metrics.inFlight.record(inFlight.add(1, ordering: .relaxed).newValue)
-        case .arrived, .done: break
+        case .uncounted: break
         }
     }
 

@@ -144,6 +144,19 @@ package struct OutcomePolicy: Sendable {
         return Decision(messages: [message], outcome: .deferred)
     }
 
+    /// The error of a job whose body is `bodySize` bytes, over `queue.max_job_bytes`. The channel
+    /// queue dead-letters such a job unread; it says only how large the body is, and the code is
+    /// decided here, with the other dead-letter reasons.
+    package func oversized(bodySize: UInt64) -> JobError {
+        JobError(.jobTooLarge, "the job body is \(bodySize) bytes, over queue.max_job_bytes (\(queues.maxJobBytes))")
+    }
+
+    /// The dead-letter copy of a job over `queue.max_job_bytes` (``oversized(bodySize:)``), sent
+    /// with the body of `original`'s frames as they come.
+    package func oversizedDeadCopy(of original: Delivery, bodySize: UInt64, attempt: Int) -> OutboundMessage {
+        deadCopy(of: original, error: oversized(bodySize: bodySize), attempt: attempt)
+    }
+
     /// The error of a job whose deferral budget is spent.
     package var budgetSpent: JobError {
         JobError(

@@ -48,7 +48,7 @@ package final class CredentialProvider: Sendable {
             self.engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
         } catch {
             throw ConfigurationError(
-                key: "s3.credentials", problem: "cannot start the credentials client: \(JobError(error).message)")
+                key: "s3.credentials", problem: "cannot start the credentials client: \(error.message)")
         }
         self.state = Mutex(State())
         switch fetchNow() {

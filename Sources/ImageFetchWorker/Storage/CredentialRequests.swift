@@ -57,13 +57,13 @@ enum CredentialRequests {
         case .container: what = "the container credentials endpoint"
         }
         let body = String(decoding: response.body, as: UTF8.self)
-        if let error = response.error {
+        if let failure = response.failure {
             if let status = response.httpStatus, status > 0 {
                 let code =
                     xmlElement("Code", in: String(decoding: response.body, as: UTF8.self)).map { " (\($0))" } ?? ""
                 return .failure(ConfigProblem("\(what) answered HTTP \(status)\(code)"))
             }
-            return .failure(ConfigProblem("\(what) could not be reached: \(error.message)"))
+            return .failure(ConfigProblem("\(what) could not be reached: \(failure.message)"))
         }
         switch source {
         case .webIdentity:

@@ -41,14 +41,14 @@ public final class FileSink: ImageSink {
     ///   - fsync: `storage.fsync`: fsync each file and its folder before completing.
     ///   - lanes: how many serial queues do the writing; at least one is used.
     ///   - writesInline: write on the caller's thread; default: when `fsync` is off.
-    /// - Throws: ``JobError`` with code `storage_failed` when the root cannot be created or resolved.
-    public init(root: String, fsync: Bool, lanes: Int = 4, writesInline: Bool? = nil) throws(JobError) {
-        guard !root.isEmpty else { throw JobError(.storageFailed, "the storage root is empty") }
+    /// - Throws: ``StartupError`` when the root cannot be created or resolved.
+    public init(root: String, fsync: Bool, lanes: Int = 4, writesInline: Bool? = nil) throws(StartupError) {
+        guard !root.isEmpty else { throw StartupError("the storage root is empty") }
         if let failure = FileSink.makeDirectories(root, fsyncParents: false) {
-            throw JobError(.storageFailed, "cannot create the storage root: \(failure.text)")
+            throw StartupError("cannot create the storage root: \(failure.text)")
         }
         guard let resolved = realpath(root, nil) else {
-            throw JobError(.storageFailed, "cannot resolve the storage root: \(Errno.current.text)")
+            throw StartupError("cannot resolve the storage root: \(Errno.current.text)")
         }
         self.root = String(cString: resolved)
         free(resolved)

@@ -41,10 +41,11 @@ package final class S3Sink: ImageSink {
     ///   - fetch: the transfer limits to apply to uploads (`fetch.timeout`, `fetch.connect_timeout`,
     ///     the low-speed limit and the user agent).
     ///   - maxConnections: keep-alive connections to the store; give at least `worker.concurrency`.
-    /// - Throws: ``JobError`` with code `storage_failed` when a setting is missing or libcurl cannot
-    ///   be initialised; ``ConfigurationError`` (exit 78) when temporary credentials cannot be had.
+    /// - Throws: ``ConfigurationError`` (exit 78) when a setting is missing (the loader checks them
+    ///   first) or temporary credentials cannot be had; ``StartupError`` when libcurl cannot be
+    ///   initialised.
     package init(settings: WorkerConfiguration.S3, fetch: WorkerConfiguration.Fetch, maxConnections: Int = 64) throws {
-        guard !settings.bucket.isEmpty else { throw JobError(.storageFailed, "s3.bucket is not set") }
+        guard !settings.bucket.isEmpty else { throw ConfigurationError(key: "s3.bucket", problem: "is not set") }
         let source: AWSCredentialSource
         if let keyID = settings.accessKeyID, let secret = settings.secretAccessKey {
             source = .fixed(
@@ -52,10 +53,12 @@ package final class S3Sink: ImageSink {
         } else if let temporary = settings.temporaryCredentials {
             source = temporary
         } else {
-            throw JobError(.storageFailed, "the S3 credentials are not set (s3.access_key_id, s3.secret_access_key)")
+            throw ConfigurationError(
+                key: "s3.access_key_id",
+                problem: "the S3 credentials are not set (s3.access_key_id, s3.secret_access_key)")
         }
         guard S3Addressing.validateEndpoint(settings.resolvedEndpoint) != nil else {
-            throw JobError(.storageFailed, "s3.endpoint is not a valid http or https URL")
+            throw ConfigurationError(key: "s3.endpoint", problem: "is not a valid http or https URL")
         }
         self.settings = settings
         self.signing = "aws:amz:\(settings.region):s3"
@@ -67,7 +70,7 @@ package final class S3Sink: ImageSink {
             self.engine = try FetchEngine(
                 configuration: fetch, addressPolicy: nil, maxConnections: max(maxConnections, 4))
         } catch {
-            throw JobError(.storageFailed, "the S3 upload engine could not start: \(JobError(error).message)")
+            throw StartupError("the S3 upload engine could not start: \(error.message)")
         }
     }
 
@@ -111,7 +114,7 @@ package final class S3Sink: ImageSink {
         engine.fetch(head) { [self, completions] response in
             // Off the engine's loop, like every completion.
             completions.async { [self] in
-                guard response.error == nil, response.httpStatus == 200, response.etag == expected else {
+                guard response.failure == nil, response.httpStatus == 200, response.etag == expected else {
                     return upload(request, url: url, location: location, signer: signer, completion)
                 }
                 completion(.success(StoredObject(location: location, wrote: false)))
@@ -139,8 +142,8 @@ package final class S3Sink: ImageSink {
         let bucket = settings.bucket
         engine.fetch(upload) { [completions] response in
             let result: Result<StoredObject, JobError>
-            if let error = response.error {
-                result = .failure(S3Addressing.storageError(for: error, status: response.httpStatus, bucket: bucket))
+            if let failure = response.failure {
+                result = .failure(S3Addressing.storageError(for: failure, status: response.httpStatus, bucket: bucket))
             } else {
                 result = .success(StoredObject(location: location))
             }
@@ -261,9 +264,10 @@ enum S3Addressing {
         return headers
     }
 
-    /// The `storage_failed` error for a failed upload. Names the bucket, never the key, the URL or
-    /// the credentials.
-    static func storageError(for error: JobError, status: Int?, bucket: String) -> JobError {
+    /// The `storage_failed` error for a failed upload, from the engine's own failure (the sink
+    /// reads the engine's terms, not the job pipeline's). Names the bucket, never the key, the URL
+    /// or the credentials.
+    static func storageError(for failure: FetchError, status: Int?, bucket: String) -> JobError {
         if let status, status > 0 {
             switch status {
             case 403:
@@ -283,19 +287,25 @@ enum S3Addressing {
                     .storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
             }
         }
-        switch error.code {
+        switch failure {
         case .timeout:
             return JobError(.storageFailed, "the upload to bucket \(bucket) timed out", retryable: true)
-        case .dnsFailure, .connectFailed, .truncated, .aborted:
+        case .dnsFailure, .connectFailed, .setupFailed, .transferFailed, .initFailed, .truncated, .aborted:
             return JobError(
-                .storageFailed, "the store for bucket \(bucket) could not be reached: \(error.message)",
+                .storageFailed, "the store for bucket \(bucket) could not be reached: \(failure.message)",
                 retryable: true)
-        case .tlsFailure:
+        case .tls:
             return JobError(
                 .storageFailed, "the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
-        default:
+        case .httpStatus(let status):
+            // Only without a status of the response's own, which the switch above takes first.
+            let retryable = status == 408 || status == 429 || (500...599).contains(status)
             return JobError(
-                .storageFailed, "the upload to bucket \(bucket) failed: \(error.message)", retryable: error.retryable)
+                .storageFailed, "the upload to bucket \(bucket) failed: \(failure.message)", retryable: retryable)
+        case .malformedURL, .unsupportedScheme, .redirectRefused, .invalidHost, .hostNotAllowed, .addressRefused,
+            .tooManyRedirects, .tooLarge, .rejected, .optedOut:
+            return JobError(
+                .storageFailed, "the upload to bucket \(bucket) failed: \(failure.message)", retryable: false)
         }
     }
 

@@ -54,7 +54,7 @@ package protocol JobBrokerDelegate: BrokerSessionDelegate {
     /// A delivery arrived on the consumer.
     func brokerDelivered(_ delivery: Delivery)
     /// The broker session dead-lettered a delivery unread (over `queue.max_job_bytes`); already settled.
-    func brokerRejectedUnread(_ delivery: Delivery, error: JobError)
+    func brokerRejectedUnread(_ delivery: Delivery, bodySize: UInt64)
     /// Connected and consuming on channel epoch `epoch`.
     func brokerConnected(epoch: UInt64)
     /// The connection was lost: deliveries of its epoch can no longer be acked or nacked.
@@ -70,8 +70,8 @@ extension JobBrokerDelegate {
         brokerLostConnection(error)
     }
     package func session(_ session: BrokerSession, blocked: Bool) { brokerBlockedChanged(blocked) }
-    package func session(_ session: BrokerSession, didReject delivery: Delivery, error: JobError) {
-        brokerRejectedUnread(delivery, error: error)
+    package func session(_ session: BrokerSession, didRejectOversized delivery: Delivery, bodySize: UInt64) {
+        brokerRejectedUnread(delivery, bodySize: bodySize)
     }
 }
 

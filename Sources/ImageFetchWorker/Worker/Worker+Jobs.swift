@@ -86,7 +86,10 @@ extension JobRunner {
             switch ImagePolicy.checkPrefix(prefix, maxPixels: maxPixels) {
             case .needMore: return .needMore
             case .accept: return .accept
-            case .refuse(let refusal): return .reject(reason: JobError(refusal).message)
+            case .refuse(.tooManyPixels(let width, let height)):
+                return .reject(.tooManyPixels(width: width, height: height))
+            // The prefix check refuses on pixels only; the whole body gets every other check.
+            case .refuse: return .accept
             }
         }
         // The response's opt-out headers stop the transfer before its body (Fetch/OptOut/).
@@ -96,9 +99,12 @@ extension JobRunner {
             // Completions arrive on the work queue, several small ones to a block.
             let fetchSpan = context.trace.fetch(url: url)
             fetchEngine.fetch(request) { response in
-                // The pipeline's edge: the engine's failure becomes a result code here, once.
-                let error = response.failure.map(JobError.init)
-                JobTrace.endFetch(fetchSpan, httpStatus: response.httpStatus, errorCode: error?.code.rawValue)
+                // The pipeline's edge: the engine's failure becomes a result code here, once. An
+                // aborted transfer has none; `conclude` hands its job back.
+                let error = response.failure.flatMap(JobError.init(fetchFailure:))
+                JobTrace.endFetch(
+                    fetchSpan, httpStatus: response.httpStatus,
+                    errorCode: response.failure == .aborted ? JobTrace.handedBack : error?.code.rawValue)
                 self.fetched(context, job: job, response: response, error: error)
             }
         }
@@ -172,10 +178,14 @@ extension JobRunner {
         retryAfterSeconds retryAfter: Double?
     ) {
         optOutMetrics.record(response)
+        if response.failure == .aborted {
+            // The worker stopped the transfer itself (the drain's deadline): no result, the
+            // delivery goes back to the broker.
+            run(context) { $0.handBack() }
+            return
+        }
         if let error {
-            if error.code == .aborted {
-                run(context) { $0.handBack() }
-            } else if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
+            if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
                 // A refetch's 304: nothing to store.
                 run(context) { $0.decided() }
                 finish(context, job: job, error: nil, response: response, notModified: true)

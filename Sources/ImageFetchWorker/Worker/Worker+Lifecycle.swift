@@ -13,7 +13,7 @@ extension JobRunner {
         let before = context.lifecycle.phase
         let action = event(&context.lifecycle)
         let after = context.lifecycle.phase
-        if before != after { stats.jobMoved(from: before, to: after) }
+        if before != after { stats.jobMoved(from: before.gauge, to: after.gauge) }
         perform(action, for: context)
     }
 
@@ -34,7 +34,7 @@ extension JobRunner {
             CompletionBatch.signal(semaphore)
         case .dropWaiting(let nack):
             // On the channel queue (the drain's hand-back, or a lost channel's cleanup).
-            context.trace.end(errorCode: JobError.Code.aborted.rawValue)
+            context.trace.end(errorCode: JobTrace.handedBack)
             if nack {
                 session.nackOnQueue(context.delivery, requeue: true)
                 stats.handedBack()
@@ -44,7 +44,7 @@ extension JobRunner {
         case .handBack(let slot, let releasePermit):
             if releasePermit { CompletionBatch.signal(semaphore) }
             if let slot { admission.finished(slot, outcome: .other) }
-            context.trace.end(errorCode: JobError.Code.aborted.rawValue)
+            context.trace.end(errorCode: JobTrace.handedBack)
             let delivery = context.delivery
             session.queue.async { [self] in
                 session.nackOnQueue(delivery, requeue: true)
@@ -119,6 +119,17 @@ extension JobRunner {
         session.publishOnQueue(policy.resultMessage(result, job: job)) { [self] answer in
             // A lost channel: redelivered, and decided again.
             run(context) { $0.fallbackAnswered(connectionLost: answer == .connectionLost) }
+        }
+    }
+}
+
+extension JobLifecycle.Phase {
+    /// The gauge (``WorkerStats``) a job in this phase counts in.
+    var gauge: WorkerStats.JobGauge {
+        switch self {
+        case .arrived, .done: .uncounted
+        case .waiting: .waiting
+        case .inFlight: .inFlight
         }
     }
 }

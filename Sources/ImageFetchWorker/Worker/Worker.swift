@@ -254,8 +254,9 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
         intake(delivery)
     }
 
-    package func brokerRejectedUnread(_ delivery: Delivery, error: JobError) {
+    package func brokerRejectedUnread(_ delivery: Delivery, bodySize: UInt64) {
         // Over queue.max_job_bytes: the session rejected it to the dead-letter exchange unread.
+        let error = policy.oversized(bodySize: bodySize)
         stats.received()
         stats.failed(error.code)
         stats.deadLettered()
@@ -308,7 +309,7 @@ extension JobRunner where Broker == BrokerSession, Fetcher == FetchEngine {
                 maxWaitingBodies: FetchEngine.defaultMaxWaitingBodies,
                 runBatch: { CompletionBatch.run($0) })
         } catch {
-            throw JobError(error)  // the start-up line it has always printed
+            throw StartupError(error.message)
         }
         let sink: any ImageSink
         switch configuration.storage.kind {

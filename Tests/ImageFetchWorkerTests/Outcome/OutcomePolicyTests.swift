@@ -150,4 +150,21 @@ import Testing
         #expect(decision.outcome == .failedFinal(.originBusy))
         #expect(decision.messages.map(\.routingKey) == ["image-fetch.results", "image-fetch.dead"])
     }
+
+    /// The channel queue reports a job over `queue.max_job_bytes` by its size; the code and the
+    /// message of its dead copy are decided here, as they were when the channel queue minted them.
+    @Test func anOversizedJobsDeadCopySaysJobTooLarge() {
+        var configuration = WorkerConfiguration()
+        configuration.queue.maxJobBytes = 1000
+        let policy = OutcomePolicy(configuration)
+        let error = policy.oversized(bodySize: 5000)
+        #expect(error == JobError(.jobTooLarge, "the job body is 5000 bytes, over queue.max_job_bytes (1000)"))
+        #expect(!error.retryable)
+        let copy = policy.oversizedDeadCopy(of: Self.delivery(), bodySize: 5000, attempt: 2)
+        #expect(copy.routingKey == "image-fetch.dead")
+        #expect(copy.properties.headers["x-error-code"] == .string("job_too_large"))
+        #expect(copy.properties.headers["x-error-message"] == .string(error.message))
+        #expect(copy.properties.headers["x-attempt"] == .int(2))
+        #expect(copy.properties.headers["x-custom"] == .string("kept"))
+    }
 }

@@ -290,8 +290,10 @@ fileprivate extension ImageSink {
         #expect {
             _ = try FileSink(root: file + "/images", fsync: true)
         } throws: { error in
-            guard let error = error as? JobError else { return false }
-            return error.code == .storageFailed && error.retryable && !error.message.contains(folder.path)
+            // A start-up failure, not a job's: no result code, nothing to retry.
+            guard let error = error as? StartupError else { return false }
+            return error.description.hasPrefix("cannot create the storage root")
+                && !error.description.contains(folder.path)
         }
     }
 

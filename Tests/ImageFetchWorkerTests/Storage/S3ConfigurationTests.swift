@@ -135,9 +135,9 @@ struct S3ConfigurationTests {
         #expect(http403.code == .storageFailed && !http403.retryable && http403.message.contains("images"))
         #expect(S3Addressing.storageError(for: .httpStatus(503), status: 503, bucket: "b").retryable)
         #expect(!S3Addressing.storageError(for: .httpStatus(400), status: 400, bucket: "b").retryable)
-        #expect(S3Addressing.storageError(for: JobError(.timeout, "t"), status: nil, bucket: "b").retryable)
-        #expect(S3Addressing.storageError(for: JobError(.connectFailed, "c"), status: nil, bucket: "b").retryable)
-        #expect(!S3Addressing.storageError(for: JobError(.tlsFailure, "t"), status: nil, bucket: "b").retryable)
+        #expect(S3Addressing.storageError(for: .timeout, status: nil, bucket: "b").retryable)
+        #expect(S3Addressing.storageError(for: .connectFailed(.refused), status: nil, bucket: "b").retryable)
+        #expect(!S3Addressing.storageError(for: .tls, status: nil, bucket: "b").retryable)
     }
 
     @Test func descriptionHidesTheSecret() throws {

@@ -177,6 +177,6 @@ let jobHeaderCheckTable: [FetchCheckRow] = [
         let info = ImageInfo(format: .png, width: 10_000, height: 10_000)
         let error = try #require(Worker.pixelLimitError(info, maxPixels: 50_000_000))
         #expect(error == JobError(.tooManyPixels, "the image needs 10000 × 10000 pixels, over fetch.max_pixels"))
-        #expect(JobError(FetchError.rejected(reason: error.message)) == error)
+        #expect(JobError(fetchFailure: .rejected(.tooManyPixels(width: 10_000, height: 10_000))) == error)
     }
 }

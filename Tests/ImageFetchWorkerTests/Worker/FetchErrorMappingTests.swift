@@ -12,10 +12,7 @@ struct FetchErrorMappingRow: Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(failure)" }
 }
 
-let fetchErrorMappingPixels = JobError(.tooManyPixels, "the image needs 9 × 9 pixels, over fetch.max_pixels")
-
 let fetchErrorMappingTable: [FetchErrorMappingRow] = [
-    FetchErrorMappingRow(failure: .aborted, code: .aborted, retryable: false, message: "the transfer was aborted"),
     FetchErrorMappingRow(failure: .malformedURL, code: .invalidURL, retryable: false, message: "the URL is malformed"),
     FetchErrorMappingRow(
         failure: .unsupportedScheme(atSetup: true), code: .unsupportedScheme, retryable: false,
@@ -101,8 +98,8 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         failure: .truncated(received: 10, declared: nil), code: .truncated, retryable: true,
         message: "the connection closed before the body was complete"),
     FetchErrorMappingRow(
-        failure: .rejected(reason: fetchErrorMappingPixels.message), code: .tooManyPixels, retryable: false,
-        message: fetchErrorMappingPixels.message),
+        failure: .rejected(.tooManyPixels(width: 9, height: 9)), code: .tooManyPixels, retryable: false,
+        message: "the image needs 9 × 9 pixels, over fetch.max_pixels"),
     FetchErrorMappingRow(
         failure: .optedOut(.xRobotsTag(directive: "noai")), code: .optedOut, retryable: false,
         message: "the image's X-Robots-Tag says noai"),
@@ -121,11 +118,17 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
 /// case keeps the code, retryability and message results carried before the engine had its own
 /// error type.
 @Suite struct FetchErrorMappingTests {
-    @Test(arguments: fetchErrorMappingTable) func eachFailureKeepsItsCode(_ row: FetchErrorMappingRow) {
-        let error = JobError(row.failure)
+    @Test(arguments: fetchErrorMappingTable) func eachFailureKeepsItsCode(_ row: FetchErrorMappingRow) throws {
+        let error = try #require(JobError(fetchFailure: row.failure))
         #expect(error.code == row.code)
         #expect(error.retryable == row.retryable)
         #expect(error.message == row.message)
+    }
+
+    /// The worker aborted the transfer itself: the job is handed back unanswered, so no code.
+    @Test func anAbortedTransferIsNoJobsFailure() {
+        #expect(JobError(fetchFailure: .aborted) == nil)
+        #expect(FetchResponse(failure: .aborted).error == nil)
     }
 
     /// A new FetchError case fails to compile here; the count then asks for its row.
@@ -154,7 +157,7 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
             case .initFailed: "initFailed"
             }
         }
-        #expect(Set(fetchErrorMappingTable.map { name($0.failure) }).count == 20)
+        #expect(Set(fetchErrorMappingTable.map { name($0.failure) } + [name(.aborted)]).count == 20)
     }
 
     @Test func theResponseShowsItsFailureAsAJobError() {
