@@ -60,7 +60,7 @@ package final class OTLPExporter: Sendable {
         do {
             engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
         } catch {
-            throw JobError(error)  // the start-up line it has always printed
+            throw StartupError("the trace exporter could not start: \(error.message)")
         }
         scheduleExport()
     }
@@ -122,7 +122,7 @@ package final class OTLPExporter: Sendable {
                         "trace export failed; spans dropped",
                         metadata: [
                             "count": "\(batch.count)",
-                            "error": "\(response.error.map { "\($0.code)" } ?? "HTTP \(response.httpStatus ?? 0)")",
+                            "error": "\(response.failure.map(\.message) ?? "HTTP \(response.httpStatus ?? 0)")",
                         ])
                     return
                 }

@@ -46,12 +46,6 @@ extension JobError {
         }
         self.init(code, failure.message)
     }
-
-    /// ``init(fetchFailure:)`` for a failure that no job reports: only the trace exporter's
-    /// start-up (`OTLPExporter`) still throws one. `.aborted` reads as `connect_failed`.
-    package init(_ failure: FetchError) {
-        self = JobError(fetchFailure: failure) ?? JobError(.connectFailed, failure.message)
-    }
 }
 
 extension JobError {

@@ -169,7 +169,7 @@ import Testing
     /// is what the result says: never the address.
     @Test func aDeniedAddressGivesForbiddenAddress() throws {
         let denied = try #require(strict.deniedClass(of: try ip("169.254.169.254")))
-        let error = JobError(FetchError.addressRefused(addressClass: denied))
+        let error = try #require(JobError(fetchFailure: .addressRefused(addressClass: denied)))
         #expect(error.code == .forbiddenAddress)
         #expect(!error.retryable)
         #expect(error.message == "refused to connect to a link-local address")

@@ -120,8 +120,8 @@ import Testing
         }
     }
 
-    @Test func errorsNameTheListNotTheHost() {
-        let error = JobError(FetchError.hostNotAllowed(.notAllowed, redirect: true))
+    @Test func errorsNameTheListNotTheHost() throws {
+        let error = try #require(JobError(fetchFailure: .hostNotAllowed(.notAllowed, redirect: true)))
         #expect(error.code == .hostNotAllowed)
         #expect(error.code.rawValue == "host_not_allowed")
         #expect(!error.retryable)
