@@ -58,6 +58,10 @@ package final class Admission<Element: Sendable>: Sendable {
     /// Whether the broker blocks publishing (`connection.blocked`): nothing is admitted then. Read,
     /// not kept: the broker session holds the one copy (issue 33, defect 1 came from a second).
     private let isBlocked: @Sendable () -> Bool
+    /// Jobs that share another job's fetch (docs/architecture.md, "Shared fetches"): outside the
+    /// scheduler's queues but in the prefetch window, so the window's rules count them. Read, not
+    /// kept: the shared-fetch table holds the one count.
+    private let followers: @Sendable () -> Int
     private let sweepInterval: DispatchTimeInterval
     /// Passes of the pump, for the tests of the kicks it is spared.
     private let pumpPasses = Atomic<Int>(0)
@@ -71,6 +75,7 @@ package final class Admission<Element: Sendable>: Sendable {
         jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         tenantMetrics: TenantMetrics? = nil,
         isBlocked: @escaping @Sendable () -> Bool = { false },
+        followers: @escaping @Sendable () -> Int = { 0 },
         handlers: Handlers
     ) {
         self.tenantMetrics = tenantMetrics
@@ -80,6 +85,7 @@ package final class Admission<Element: Sendable>: Sendable {
         self.sweepInterval = sweepInterval
         self.clock = clock
         self.isBlocked = isBlocked
+        self.followers = followers
         self.handlers = handlers
     }
 
@@ -90,8 +96,10 @@ package final class Admission<Element: Sendable>: Sendable {
     package func submit(_ element: Element, origin: Origin, tenant: String? = nil, deferredBefore: Bool = false) {
         inFlight.enter()
         let now = clock()
+        let followers = followers()
         if let deferral = scheduler.withLock({
-            $0.enqueue(element, origin: origin, tenant: tenant, now: now, deferredBefore: deferredBefore)
+            $0.followers = followers
+            return $0.enqueue(element, origin: origin, tenant: tenant, now: now, deferredBefore: deferredBefore)
         }) {
             handlers.deferJob(deferral.element, deferral.origin, deferral.atLeastSeconds, deferral.reason)
             return
@@ -108,12 +116,6 @@ package final class Admission<Element: Sendable>: Sendable {
         // thread for nothing, once per job whenever the worker keeps up with its deliveries.
         if waiting > 0, !pumpWaitsForPermit.load(ordering: .acquiring) { kick() }
         if !events.isEmpty { handlers.events(events) }
-    }
-
-    /// Jobs began (`delta` > 0) or stopped (< 0) sharing another job's fetch: they count in the
-    /// prefetch window like the jobs waiting in the scheduler.
-    package func followersChanged(by delta: Int) {
-        scheduler.withLock { $0.followers += delta }
     }
 
     /// The broker blocked or unblocked publishing: `isBlocked` says which. The pump reads it
@@ -199,7 +201,9 @@ package final class Admission<Element: Sendable>: Sendable {
     private func tick() {
         timerArmed.store(false, ordering: .releasing)
         let now = clock()
+        let followers = followers()
         let (deferred, waiting, pauseEnded) = scheduler.withLock { state in
+            state.followers = followers
             let deferred = state.sweep(now: now)
             return (deferred, state.waitingCount, state.hasStartable(now: now))
         }

@@ -171,6 +171,7 @@ package struct OriginScheduler<Element> {
     /// Jobs that share the fetch of a waiting or running job (docs/architecture.md, "Shared
     /// fetches"): outside the origins' queues, but in the prefetch window all the same, so the
     /// window counts them. Otherwise a paused origin's followers would fill the window unseen.
+    /// Admission sets it from the shared-fetch table, which keeps the count, before each decision.
     package var followers = 0
     /// Origins that had work within ``Settings/activeNanoseconds``, as of the last ``sweep(now:)``.
     package internal(set) var activeOrigins = 0

@@ -66,14 +66,22 @@ package struct InFlightRequests<Member> {
     /// How many requests have a leader here.
     package var count: Int { entries.count }
 
+    /// How many jobs follow another's fetch: what the prefetch window counts besides the
+    /// scheduler's own jobs. Kept here, with the followers themselves, and nowhere else.
+    package private(set) var followerCount = 0
+
     /// `member` joins the request `key`: one hashed access of the table.
     package mutating func join(_ key: Key, _ member: Member) -> Role {
-        entries[key, default: Entry()].join(member)
+        let role = entries[key, default: Entry()].join(member)
+        if role == .follower { followerCount += 1 }
+        return role
     }
 
     /// The leader of `key` is done with it (fetched, handed back or deferred): the entry goes, and
     /// its followers, in the order they came, are returned. Only the leader calls this, once.
     package mutating func finish(_ key: Key) -> [Member] {
-        entries.removeValue(forKey: key)?.followers ?? []
+        let followers = entries.removeValue(forKey: key)?.followers ?? []
+        followerCount -= followers.count
+        return followers
     }
 }

@@ -13,20 +13,14 @@ extension JobRunner {
         let headers = CacheValidators.requestHeaders(job.headers, etag: job.etag, lastModified: job.lastModified)
         let key = InFlightRequests<JobContext>.Key(url: url, headers: headers)
         // Attached under the lock: the leader's outcome cannot reach a follower not yet following.
-        guard sharedFetches.join(context, key: key, attach: { self.run(context) { $0.attached() } }) else {
-            return false
-        }
-        admission.followersChanged(by: 1)
-        return true
+        return sharedFetches.join(context, key: key, attach: { self.run(context) { $0.attached() } })
     }
 
     /// The leader's followers, taken out once; empty for a job that leads nothing (or follows).
     func takeFollowers(_ leader: JobContext) -> [JobContext] {
         guard let key = leader.sharedRequest else { return [] }
         leader.sharedRequest = nil
-        let followers = sharedFetches.finish(key)
-        if !followers.isEmpty { admission.followersChanged(by: -followers.count) }
-        return followers
+        return sharedFetches.finish(key)
     }
 
     /// Each follower goes on with its own copy of the leader's response: a failure fails each with
@@ -74,6 +68,11 @@ extension JobRunner {
 final class SharedFetches: Sendable {
     private let requests = Mutex(InFlightRequests<JobContext>())
     private let shared: Counter
+    /// The table's follower count as of its last change, for admission to read without this lock.
+    private let followerCount = Atomic<Int>(0)
+
+    /// Jobs following another's fetch: they hold places in the prefetch window.
+    var followers: Int { followerCount.load(ordering: .relaxed) }
 
     init(registry: PrometheusCollectorRegistry) {
         shared = registry.makeCounter(
@@ -86,6 +85,7 @@ final class SharedFetches: Sendable {
     func join(_ context: JobContext, key: InFlightRequests<JobContext>.Key, attach: () -> Void) -> Bool {
         let follows = requests.withLock { table in
             guard table.join(key, context) == .follower else { return false }
+            followerCount.store(table.followerCount, ordering: .relaxed)
             attach()
             return true
         }
@@ -98,6 +98,10 @@ final class SharedFetches: Sendable {
     }
 
     func finish(_ key: InFlightRequests<JobContext>.Key) -> [JobContext] {
-        requests.withLock { $0.finish(key) }
+        requests.withLock { table in
+            let followers = table.finish(key)
+            if !followers.isEmpty { followerCount.store(table.followerCount, ordering: .relaxed) }
+            return followers
+        }
     }
 }

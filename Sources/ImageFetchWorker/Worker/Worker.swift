@@ -100,6 +100,7 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
             settings: Self.schedulerSettings(configuration), semaphore: semaphore, inFlight: inFlight,
             tenantMetrics: tenantMetrics,
             isBlocked: { [session] in session.isBlocked },
+            followers: { [sharedFetches] in sharedFetches.followers },
             handlers: .init(
                 start: { [unowned self] ticket in self.start(ticket) },
                 deferJob: { [unowned self] context, origin, atLeast, reason in

@@ -14,8 +14,28 @@ import Testing
         #expect(table.join(Self.plain, "second") == .follower)
         #expect(table.join(Self.plain, "third") == .follower)
         #expect(table.count == 1)
+        #expect(table.followerCount == 2)
         #expect(table.finish(Self.plain) == ["second", "third"])
         #expect(table.count == 0)
+        #expect(table.followerCount == 0)
+    }
+
+    /// The window's count of followers is the table's: it moves with joins and finishes of any key.
+    @Test func theFollowerCountIsTheFollowersHeld() {
+        var table = InFlightRequests<String>()
+        let other = Key(url: "http://a.example/y.png", headers: [])
+        _ = table.join(Self.plain, "a")
+        _ = table.join(other, "b")
+        _ = table.join(Self.plain, "a2")
+        _ = table.join(other, "b2")
+        _ = table.join(other, "b3")
+        #expect(table.followerCount == 3)
+        _ = table.finish(other)
+        #expect(table.followerCount == 1)
+        _ = table.finish(other)  // twice: nothing more to take
+        #expect(table.followerCount == 1)
+        _ = table.finish(Self.plain)
+        #expect(table.followerCount == 0)
     }
 
     @Test func aJobAfterTheLeaderEndedLeadsAFetchOfItsOwn() {
