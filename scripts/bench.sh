@@ -95,6 +95,10 @@
 #   BENCH_INTERNET_RESOLVE  system (default) or pinned: how the worker resolves the origins' names
 #   BENCH_WRAP="CMD …"  run the worker (or the C floor) under this command, e.g. valgrind; what
 #                       scripts/callgrind.sh uses to count instructions per message
+#   BENCH_OTLP=1        tracing on: starts scripts/otlp-sink.py on 127.0.0.1:BENCH_OTLP_PORT (default
+#                       14318), a stand-in collector that answers 200 and counts requests, bytes and
+#                       spans, and gives the worker OTEL_EXPORTER_OTLP_ENDPOINT; each scenario then
+#                       adds a row "OTLP sink" with what arrived during its runs
 #
 # The machine's other load shows in the figures: each section records the load average at the start
 # and end and how busy the machine was during the counted window. Compare runs on a quiet machine.
@@ -190,6 +194,7 @@ cleanup() {
     kill -KILL "$contender" 2>/dev/null || true
   fi
   [[ $(type -t internet_stop) == function ]] && internet_stop
+  [[ -s $WORK/otlp-sink.pid ]] && kill "$(cat "$WORK/otlp-sink.pid")" 2>/dev/null
   if [[ -d $WORK/rabbitmq ]]; then
     rabbit stop >/dev/null 2>&1 || true
   fi
@@ -247,6 +252,28 @@ for _ in $(seq 1 50); do [[ -s $NGINX_PID_FILE ]] && break; sleep 0.1; done
 curl -fsS -o /dev/null "http://127.0.0.1:$HTTP_PORT/bench.png" || die "nginx does not serve the PNG"
 nginx_pids="$(cat "$NGINX_PID_FILE")"
 for p in $(pgrep -P "$(cat "$NGINX_PID_FILE")" || true); do nginx_pids+=",$p"; done
+
+# --- OTLP sink (BENCH_OTLP=1) ------------------------------------------------------------------------
+OTLP_STATS=""
+if [[ -n ${BENCH_OTLP:-} ]]; then
+  OTLP_PORT="${BENCH_OTLP_PORT:-14318}"
+  python3 scripts/otlp-sink.py "$OTLP_PORT" &
+  echo $! >"$WORK/otlp-sink.pid"
+  OTLP_STATS="http://127.0.0.1:$OTLP_PORT/stats"
+  for _ in $(seq 1 50); do curl -fsS -o /dev/null "$OTLP_STATS" 2>/dev/null && break; sleep 0.1; done
+  curl -fsS -o /dev/null "$OTLP_STATS" || die "the OTLP sink did not start (port $OTLP_PORT taken? set BENCH_OTLP_PORT)"
+  export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP_PORT"
+  COMMAND="BENCH_OTLP=1 $COMMAND"
+fi
+otlp_row() { # scenario, the sink's counts before its runs
+  [[ -n $OTLP_STATS ]] || return 0
+  curl -fsS "$OTLP_STATS" | python3 -c 'import json, sys
+a, b = json.loads(sys.argv[2]), json.loads(sys.stdin.read())
+d = {k: b[k] - a[k] for k in b}
+print("%s\tOTLP sink\t%d spans in %d requests, %d bytes, %d rejected\t—\t—"
+      % (sys.argv[1], d["spans"], d["requests"], d["bytes"], d["rejected"]))' "$1" "$2" >>"$ROWS" ||
+    say "could not read the OTLP sink's counts"
+}
 
 # --- RabbitMQ -----------------------------------------------------------------------------------
 rabbit start
@@ -390,6 +417,7 @@ for spec in "${requested[@]}"; do
   # BENCH_REPEAT runs: each writes rows and a section of its own; the median run (by messages/s) is
   # the one reported, with every run's messages/s and CPU per message listed under it.
   runs=()
+  otlp_before="$([[ -z $OTLP_STATS ]] || curl -fsS "$OTLP_STATS")"
   for ((run = 1; run <= REPEAT; run++)); do
     say "scenario $spec$( ((REPEAT > 1)) && echo ", run $run of $REPEAT") (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     [[ $name == internet* ]] && internet_before="$(internet_mark)"
@@ -415,6 +443,7 @@ for spec in "${requested[@]}"; do
       break
     fi
   done
+  otlp_row "$name" "$otlp_before"
   ((${#runs[@]} > 0)) || continue
   median_run="$(for run in "${runs[@]}"; do echo "$(figure "$WORK/rows-$name-$run.tsv" "messages/s") $run"; done |
     sort -n | awk '{ r[NR] = $2 } END { print r[int((NR + 1) / 2)] }')"
