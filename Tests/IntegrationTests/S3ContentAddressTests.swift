@@ -13,7 +13,7 @@ import Testing
 struct S3ContentAddressTests {
     static let bucket = "ifw-content"
 
-    private static func store(_ sink: S3Sink, _ body: [UInt8]) async -> Result<StoredObject, JobError> {
+    private static func store(_ sink: S3Sink, _ body: [UInt8]) async -> Result<StoredObject, StorageError> {
         let sha256 = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
         let request = StorageRequest(
             body: body, sha256: sha256, info: ImageInfo(format: .png, width: 1, height: 1), keyHint: nil,

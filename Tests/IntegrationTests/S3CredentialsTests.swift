@@ -24,9 +24,11 @@ struct S3CredentialsTests {
             ].merging(environment) { _, new in new })
     }
 
-    static func store(_ sink: S3Sink, key: String) async -> Result<StoredObject, JobError> {
+    static func store(_ sink: S3Sink, key: String) async -> Result<StoredObject, StorageError> {
         let body = TestOrigin.okBody
-        guard case .image(let info) = ImageSniffer.inspect(body) else { return .failure(JobError(.notAnImage, "")) }
+        guard case .image(let info) = ImageSniffer.inspect(body) else {
+            return .failure(StorageError("not an image", retryable: false))
+        }
         let request = StorageRequest(
             body: body, sha256: String(repeating: "a", count: 64), info: info, keyHint: key, jobID: key,
             sourceURL: "http://example.test/a.png")
@@ -124,7 +126,7 @@ struct S3CredentialsTests {
             Issue.record("an upload with expired credentials succeeded")
             return
         }
-        #expect(error.code == .storageFailed)
+        #expect(JobError(error).code == .storageFailed)
         #expect(error.retryable)
         #expect(error.message.contains("expired"))
         #expect(!error.message.contains("secret") && !error.message.contains("token"))

@@ -7,7 +7,7 @@ import Testing
 @Suite struct S3StatusTests {
     static let sha = "5e" + String(repeating: "a1", count: 31)
 
-    static func store(endpoint: String, prefix: String) async throws -> Result<StoredObject, JobError> {
+    static func store(endpoint: String, prefix: String) async throws -> Result<StoredObject, StorageError> {
         var settings = WorkerConfiguration.S3()
         settings.endpoint = endpoint
         settings.bucket = "status"
@@ -43,7 +43,7 @@ import Testing
             try await origin.shutdown()
             return
         }
-        #expect(error.code == .storageFailed)
+        #expect(JobError(error).code == .storageFailed)
         #expect(error.retryable == retryable, "HTTP \(status): \(error.message)")
         #expect(error.message.contains(says), "\(error.message)")
         #expect(!error.message.contains("secret-not-to-be-shown"))
@@ -58,7 +58,7 @@ import Testing
             Issue.record("stored on a host that does not exist")
             return
         }
-        #expect(error.code == .storageFailed)
+        #expect(JobError(error).code == .storageFailed)
         #expect(error.retryable)
         #expect(error.message.contains("could not be reached"), "\(error.message)")
     }
@@ -84,7 +84,7 @@ import Testing
 
 extension S3Sink {
     /// Stores and waits for the completion.
-    fileprivate func store(_ request: StorageRequest) async -> Result<StoredObject, JobError> {
+    fileprivate func store(_ request: StorageRequest) async -> Result<StoredObject, StorageError> {
         await withCheckedContinuation { continuation in
             store(request) { continuation.resume(returning: $0) }
         }

@@ -67,15 +67,14 @@ package final class CredentialProvider: Sendable {
     }
 
     /// The credentials to sign with now, or a retryable `storage_failed` while they are expired.
-    package func current(now: Date = Date()) -> Result<AWSCredentials, JobError> {
+    package func current(now: Date = Date()) -> Result<AWSCredentials, StorageError> {
         let (credentials, lastError) = state.withLock { ($0.credentials, $0.lastError) }
         guard let credentials else {
-            return .failure(JobError(.storageFailed, "no S3 credentials yet", retryable: true))
+            return .failure(StorageError("no S3 credentials yet", retryable: true))
         }
         if let expiration = credentials.expiration, now >= expiration {
             return .failure(
-                JobError(
-                    .storageFailed,
+                StorageError(
                     "the S3 credentials expired and could not be refreshed yet" + (lastError.map { ": \($0)" } ?? ""),
                     retryable: true))
         }

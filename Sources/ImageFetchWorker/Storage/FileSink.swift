@@ -61,7 +61,7 @@ public final class FileSink: ImageSink {
     /// else on one of the sink's lanes.
     public func store(
         _ request: StorageRequest,
-        completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+        completion: @escaping @Sendable (Result<StoredObject, StorageError>) -> Void
     ) {
         let (key, contentAddressed) = request.resolved
         if writesInline {
@@ -75,11 +75,12 @@ public final class FileSink: ImageSink {
     }
 
     /// Stores one body at `<root>/<key>`, unless its content address is already there.
-    private func store(_ request: StorageRequest, key: String, contentAddressed: Bool) -> Result<StoredObject, JobError>
-    {
+    private func store(
+        _ request: StorageRequest, key: String, contentAddressed: Bool
+    ) -> Result<StoredObject, StorageError> {
         // The digest becomes a path when there is no usable key hint: accept only hex there.
         if contentAddressed, !StorageKey.isDigest(request.sha256) {
-            return .failure(JobError(.storageFailed, "the sha256 is not lowercase hex"))
+            return .failure(StorageError("the sha256 is not lowercase hex"))
         }
         let path = root + "/" + key
         // A content address names its bytes: when the file is already there (a redelivery, or
@@ -138,7 +139,7 @@ public final class FileSink: ImageSink {
         key: String,
         path: String,
         fsync: Bool
-    ) -> Result<StoredObject, JobError> {
+    ) -> Result<StoredObject, StorageError> {
         let folder: String
         let name: Substring
         if let slash = path.lastIndex(of: "/") {
@@ -149,8 +150,8 @@ public final class FileSink: ImageSink {
             name = Substring(path)
         }
 
-        func failure(_ what: String, _ errno: Errno) -> Result<StoredObject, JobError> {
-            .failure(JobError(.storageFailed, "\(what) \(key): \(errno.text)"))
+        func failure(_ what: String, _ errno: Errno) -> Result<StoredObject, StorageError> {
+            .failure(StorageError("\(what) \(key): \(errno.text)"))
         }
 
         // Open a fresh temporary file next to the destination, creating folders on first use.

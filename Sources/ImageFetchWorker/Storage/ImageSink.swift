@@ -69,8 +69,8 @@ public struct StorageRequest: Sendable {
 package protocol ImageSink: Sendable {
     /// Stores the body, then calls completion exactly once, on any thread. Never blocks the caller.
     ///
-    /// Failures are ``JobError`` with code ``JobError/Code/storageFailed``.
-    func store(_ request: StorageRequest, completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void)
+    /// Failures are a ``StorageError``; the job's result says `storage_failed`.
+    func store(_ request: StorageRequest, completion: @escaping @Sendable (Result<StoredObject, StorageError>) -> Void)
 }
 
 /// The sink for `storage.kind=none`: stores nothing and answers at once with a nil location.
@@ -81,7 +81,7 @@ package struct NoneSink: ImageSink {
     /// Calls `completion` synchronously, on the caller's thread, with a nil location.
     package func store(
         _ request: StorageRequest,
-        completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+        completion: @escaping @Sendable (Result<StoredObject, StorageError>) -> Void
     ) {
         completion(.success(StoredObject(location: nil)))
     }

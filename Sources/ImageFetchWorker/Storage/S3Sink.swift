@@ -21,7 +21,7 @@ import Dispatch
 ///   a job, and is often on a private network), and without sharing connections with the guarded
 ///   fetch engine. No GCD thread blocks on an upload.
 ///
-/// Failures are ``JobError/Code/storageFailed``: retryable for a 5xx, 408 or 429 answer, a timeout,
+/// Failures are a ``StorageError`` (`storage_failed` in the result): retryable for a 5xx, 408 or 429 answer, a timeout,
 /// or a store that cannot be reached; not retryable for a 403 (its message names the bucket, never
 /// the credentials) or any other 4xx. The location of a stored object is `s3://<bucket>/<key>`.
 package final class S3Sink: ImageSink {
@@ -81,10 +81,10 @@ package final class S3Sink: ImageSink {
     /// Uploads the body with a signed PUT, then calls `completion` on a queue of the sink's own.
     package func store(
         _ request: StorageRequest,
-        completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+        completion: @escaping @Sendable (Result<StoredObject, StorageError>) -> Void
     ) {
         guard StorageKey.isDigest(request.sha256) else {
-            completion(.failure(JobError(.storageFailed, "the sha256 is not lowercase hex")))
+            completion(.failure(StorageError("the sha256 is not lowercase hex")))
             return
         }
         let signer: AWSCredentials
@@ -130,7 +130,7 @@ package final class S3Sink: ImageSink {
 
     private func upload(
         _ request: StorageRequest, url: String, location: String, signer: AWSCredentials,
-        _ completion: @escaping @Sendable (Result<StoredObject, JobError>) -> Void
+        _ completion: @escaping @Sendable (Result<StoredObject, StorageError>) -> Void
     ) {
         var upload = FetchRequest(url: url)
         upload.method = .put
@@ -141,7 +141,7 @@ package final class S3Sink: ImageSink {
             sourceURL: request.sourceURL, sessionToken: signer.sessionToken)
         let bucket = settings.bucket
         engine.fetch(upload) { [completions] response in
-            let result: Result<StoredObject, JobError>
+            let result: Result<StoredObject, StorageError>
             if let failure = response.failure {
                 result = .failure(S3Addressing.storageError(for: failure, status: response.httpStatus, bucket: bucket))
             } else {
@@ -264,48 +264,42 @@ enum S3Addressing {
         return headers
     }
 
-    /// The `storage_failed` error for a failed upload, from the engine's own failure (the sink
+    /// The ``StorageError`` for a failed upload, from the engine's own failure (the sink
     /// reads the engine's terms, not the job pipeline's). Names the bucket, never the key, the URL
     /// or the credentials.
-    static func storageError(for failure: FetchError, status: Int?, bucket: String) -> JobError {
+    static func storageError(for failure: FetchError, status: Int?, bucket: String) -> StorageError {
         if let status, status > 0 {
             switch status {
             case 403:
-                return JobError(
-                    .storageFailed,
+                return StorageError(
                     "the store refused access to bucket \(bucket) (HTTP 403): check the credentials and the bucket policy",
                     retryable: false)
             case 408, 429, 500...599:
-                return JobError(
-                    .storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: true)
+                return StorageError("the store answered HTTP \(status) for bucket \(bucket)", retryable: true)
             case 404:
-                return JobError(
-                    .storageFailed, "the store answered HTTP 404 for bucket \(bucket): does the bucket exist?",
+                return StorageError(
+                    "the store answered HTTP 404 for bucket \(bucket): does the bucket exist?",
                     retryable: false)
             default:
-                return JobError(
-                    .storageFailed, "the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
+                return StorageError("the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
             }
         }
         switch failure {
         case .timeout:
-            return JobError(.storageFailed, "the upload to bucket \(bucket) timed out", retryable: true)
+            return StorageError("the upload to bucket \(bucket) timed out", retryable: true)
         case .dnsFailure, .connectFailed, .setupFailed, .transferFailed, .initFailed, .truncated, .aborted:
-            return JobError(
-                .storageFailed, "the store for bucket \(bucket) could not be reached: \(failure.message)",
+            return StorageError(
+                "the store for bucket \(bucket) could not be reached: \(failure.message)",
                 retryable: true)
         case .tls:
-            return JobError(
-                .storageFailed, "the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
+            return StorageError("the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
         case .httpStatus(let status):
             // Only without a status of the response's own, which the switch above takes first.
             let retryable = status == 408 || status == 429 || (500...599).contains(status)
-            return JobError(
-                .storageFailed, "the upload to bucket \(bucket) failed: \(failure.message)", retryable: retryable)
+            return StorageError("the upload to bucket \(bucket) failed: \(failure.message)", retryable: retryable)
         case .malformedURL, .unsupportedScheme, .redirectRefused, .invalidHost, .hostNotAllowed, .addressRefused,
             .tooManyRedirects, .tooLarge, .rejected, .optedOut:
-            return JobError(
-                .storageFailed, "the upload to bucket \(bucket) failed: \(failure.message)", retryable: false)
+            return StorageError("the upload to bucket \(bucket) failed: \(failure.message)", retryable: false)
         }
     }
 

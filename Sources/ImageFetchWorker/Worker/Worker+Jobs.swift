@@ -221,7 +221,8 @@ extension JobRunner {
             body: response.body, sha256: digest, info: info, keyHint: job.key,
             jobID: job.id, sourceURL: job.url)
         let storeSpan = context.trace.stage("store")
-        sink.store(request) { result in
+        sink.store(request) { stored in
+            let result = stored.mapError(JobError.init)
             JobTrace.endStore(storeSpan, result)
             self.run(context) { $0.decided() }
             switch result {

@@ -75,7 +75,7 @@ fileprivate func readFile(_ path: String) -> [UInt8]? {
 
 fileprivate extension ImageSink {
     /// Stores and waits for the completion.
-    func store(_ request: StorageRequest) async -> Result<StoredObject, JobError> {
+    func store(_ request: StorageRequest) async -> Result<StoredObject, StorageError> {
         await withCheckedContinuation { continuation in
             store(request) { continuation.resume(returning: $0) }
         }
@@ -308,7 +308,7 @@ fileprivate extension ImageSink {
             Issue.record("stored under a regular file: \(result)")
             return
         }
-        #expect(error.code == .storageFailed)
+        #expect(JobError(error).code == .storageFailed)
         #expect(error.message.contains("blocker/x.png"))
         #expect(!error.message.contains(folder.path))
         #expect(!error.message.contains("example.com"))
@@ -322,7 +322,7 @@ fileprivate extension ImageSink {
             Issue.record("replaced a folder: \(renamed)")
             return
         }
-        #expect(renameError.code == .storageFailed)
+        #expect(JobError(renameError).code == .storageFailed)
         #expect(listTree(folder.path).sorted() == ["blocker"])
         #expect(list(folder.path).sorted() == ["blocker", "taken"])
     }
@@ -337,7 +337,7 @@ fileprivate extension ImageSink {
                 Issue.record("stored under the digest \(digest)")
                 continue
             }
-            #expect(error.code == .storageFailed)
+            #expect(JobError(error).code == .storageFailed)
         }
         #expect(list(folder.path).isEmpty)
     }

@@ -132,7 +132,7 @@ struct S3ConfigurationTests {
 
     @Test func storeErrors() {
         let http403 = S3Addressing.storageError(for: .httpStatus(403), status: 403, bucket: "images")
-        #expect(http403.code == .storageFailed && !http403.retryable && http403.message.contains("images"))
+        #expect(JobError(http403).code == .storageFailed && !http403.retryable && http403.message.contains("images"))
         #expect(S3Addressing.storageError(for: .httpStatus(503), status: 503, bucket: "b").retryable)
         #expect(!S3Addressing.storageError(for: .httpStatus(400), status: 400, bucket: "b").retryable)
         #expect(S3Addressing.storageError(for: .timeout, status: nil, bucket: "b").retryable)
