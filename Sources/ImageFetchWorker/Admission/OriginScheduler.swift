@@ -323,10 +323,6 @@ package struct OriginScheduler<Element> {
             tenant: entry.tenant)
     }
 
-    func canStart(_ state: State, now: UInt64) -> Bool {
-        Self.canStart(state, now: now, settings: settings)
-    }
-
     static func canStart(_ state: State, now: UInt64, settings: Settings) -> Bool {
         guard !state.waiting.isEmpty, state.remainingPause(now: now) == 0 else { return false }
         return state.inFlight < limit(state, settings: settings)
@@ -338,98 +334,6 @@ package struct OriginScheduler<Element> {
 
     static func limit(_ state: State, settings: Settings) -> Int {
         settings.adaptive ? state.limiter.limit : settings.limiter.maxLimit
-    }
-
-    // MARK: - Jobs out
-
-    /// A fetch started by ``next(now:)`` ended.
-    package mutating func finished(_ slot: OriginSlot, outcome: FetchOutcome, now: UInt64) -> [Event] {
-        finished(
-            origin: slot.origin, startedAt: slot.startedAt, inFlightAtStart: slot.inFlightAtStart,
-            tenant: slot.tenant, outcome: outcome, now: now)
-    }
-
-    package mutating func finished(
-        origin: Origin, startedAt: UInt64, inFlightAtStart: Int, tenant: Int = 0, outcome: FetchOutcome,
-        now: UInt64
-    ) -> [Event] {
-        guard let index = origins.index(forKey: origin), Self.peek(&origins.values[index], { $0.inFlight > 0 }) else {
-            return []
-        }
-        inFlightCount -= 1
-        tenants.finished(tenant)
-        // In place and with the one lookup: a copy of the state costs retains and a second lookup.
-        let fetch = Fetch(origin: origin, startedAt: startedAt, inFlightAtStart: inFlightAtStart, now: now)
-        let events = Self.finish(&origins.values[index], fetch, outcome: outcome, settings: settings, jitter: jitter)
-        let (limit, counted, pausedUntil, work) = Self.peek(&origins.values[index]) {
-            ($0.limiter.limit, $0.countedLimit, $0.pausedUntil, $0.work)
-        }
-        if limit != counted {
-            originsByLimit[counted] -= 1
-            originsByLimit[limit] += 1
-            origins.values[index].countedLimit = limit
-        }
-        if let pausedUntil, pausedUntil > now, pauseEnds[origin] != pausedUntil {
-            pauseEnds[origin] = pausedUntil
-        }
-        if work == 0 { syncBusy(index) }
-        return events
-    }
-
-    struct Fetch {
-        var origin: Origin
-        var startedAt: UInt64
-        var inFlightAtStart: Int
-        var now: UInt64
-    }
-
-    private static func finish(
-        _ state: inout State, _ fetch: Fetch, outcome: FetchOutcome, settings: Settings,
-        jitter: () -> Double
-    ) -> [Event] {
-        let (startedAt, now) = (fetch.startedAt, fetch.now)
-        let inFlight = state.inFlight
-        state.inFlight -= 1
-        state.lastActive = now
-        var events: [Event] = []
-        var cut: OriginLimiter.Cut?
-        switch outcome {
-        case .response(let status, let latency, let duration, let retryAfter):
-            state.durationNanoseconds =
-                state.durationNanoseconds.map { $0 + (Double(duration) - $0) * 0.2 }
-                ?? Double(duration)
-            if status == 429 || status == 503 {
-                state.overloadResponses += 1
-                cut = state.limiter.overloaded(
-                    status == 429 ? .tooManyRequests : .serviceUnavailable,
-                    inFlightAtStart: fetch.inFlightAtStart, startedAt: startedAt, now: now)
-                if let retryAfter {
-                    let pause = min(UInt64(max(retryAfter, 0) * 1e9), settings.maxPauseNanoseconds)
-                    if pause > 0, extendPause(&state, until: now + pause) {
-                        events.append(.paused(fetch.origin, seconds: Double(pause) / 1e9))
-                    }
-                } else if let pause = backoff(
-                    &state, startedAt: startedAt, now: now, settings: settings,
-                    jitter: jitter)
-                {
-                    events.append(.backedOff(fetch.origin, seconds: Double(pause) / 1e9))
-                }
-            } else {
-                if startedAt >= (state.backoffSince ?? 0) { state.backoffLevel = 0 }
-                cut = state.limiter.succeeded(
-                    latencyNanoseconds: latency, startedAt: startedAt, inFlight: inFlight,
-                    now: now)
-            }
-        case .connectFailure:
-            cut = state.limiter.overloaded(
-                .connectFailure, inFlightAtStart: fetch.inFlightAtStart,
-                startedAt: startedAt, now: now)
-        case .other:
-            break
-        }
-        if let cut, settings.adaptive, cut.to < cut.from { events.insert(.limitCut(fetch.origin, cut), at: 0) }
-        if state.inFlight == 0 { state.busySince = nil }
-        return events
     }
 
     // MARK: - Busy origins
