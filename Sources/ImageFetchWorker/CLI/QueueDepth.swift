@@ -136,7 +136,7 @@ package enum QueueDepth {
             json.endObject()
         }
         json.endArray()
-        return String(decoding: json.bytes, as: UTF8.self)
+        return String(decoding: json.takeBytes(), as: UTF8.self)
     }
 
     /// A table for people; `-` marks a missing value.

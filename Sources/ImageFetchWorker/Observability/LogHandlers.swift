@@ -48,7 +48,7 @@ package struct JSONLogHandler: LogHandler {
             json.field(named: key, "\(merged[key]!)")
         }
         json.endObject()
-        var line = json.bytes
+        var line = json.takeBytes()
         line.append(UInt8(ascii: "\n"))
         output(line)
     }

@@ -33,7 +33,7 @@ package enum OTLPJSON {
         json.endObject()
         json.endArray()
         json.endObject()
-        return json.bytes
+        return json.takeBytes()
     }
 
     private static func encode(_ span: FinishedSpan, into json: inout JSONWriter) {

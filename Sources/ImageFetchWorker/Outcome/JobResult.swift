@@ -115,6 +115,6 @@ public struct JobResult: Sendable, Equatable {
         json.field("worker", worker)
         json.field("finished_at", timestamp: finishedAt)
         json.endObject()
-        return json.bytes
+        return json.takeBytes()
     }
 }

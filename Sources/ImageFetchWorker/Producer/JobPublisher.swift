@@ -29,7 +29,7 @@ public final class JobPublisher: Sendable {
         json.field("url", url)
         json.field("key", key)
         json.endObject()
-        return json.bytes
+        return json.takeBytes()
     }
 
     /// Publishes raw bodies (persistent, `application/json` unless `contentType` says otherwise) and

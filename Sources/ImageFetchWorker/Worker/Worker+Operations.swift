@@ -190,6 +190,6 @@ enum OriginReport {
             writer.endObject()
         }
         writer.endArray()
-        return writer.bytes + [UInt8(ascii: "\n")]
+        return writer.takeBytes() + [UInt8(ascii: "\n")]
     }
 }

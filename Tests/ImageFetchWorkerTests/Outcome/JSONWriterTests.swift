@@ -7,7 +7,7 @@ import Testing
     private func text(_ build: (inout JSONWriter) -> Void) -> String {
         var json = JSONWriter()
         build(&json)
-        return String(decoding: json.bytes, as: UTF8.self)
+        return String(decoding: json.takeBytes(), as: UTF8.self)
     }
 
     @Test func stringsAreCopiedAndEscaped() throws {
@@ -24,8 +24,70 @@ import Testing
         json.beginArray()
         json.string(every)
         json.endArray()
-        let parsed = try #require(JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String])
+        let parsed = try #require(JSONSerialization.jsonObject(with: Data(json.takeBytes())) as? [String])
         #expect(parsed == [every])
+    }
+
+    /// The word-at-a-time scan against the plain rule, byte by byte: over strings of every length
+    /// up to 40 with one byte to escape (or none) at each position, and over random strings.
+    @Test func theWordScanFindsEveryByteToEscape() {
+        func expected(_ text: String) -> String {
+            var out = Array("\"".utf8)
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), byte]
+                case 0x0A: out += Array("\\n".utf8)
+                case 0x0D: out += Array("\\r".utf8)
+                case 0x09: out += Array("\\t".utf8)
+                case 0..<0x20, 0x7F: out += Array(("\\u00" + String(byte, radix: 16).leftPadded(to: 2)).utf8)
+                default: out.append(byte)
+                }
+            }
+            return String(decoding: out + Array("\"".utf8), as: UTF8.self)
+        }
+        let special: [UInt8] = [0x00, 0x01, 0x09, 0x0A, 0x1F, 0x22, 0x5C, 0x7F]
+        for length in 0...40 {
+            let plain = String(repeating: "a", count: length)
+            #expect(text { $0.string(plain) } == expected(plain))
+            for position in 0..<length {
+                for byte in special {
+                    var bytes = Array(plain.utf8)
+                    bytes[position] = byte
+                    let value = String(decoding: bytes, as: UTF8.self)
+                    #expect(text { $0.string(value) } == expected(value), "\(length) \(position) \(byte)")
+                }
+            }
+        }
+        // Bytes either side of the special ones, UTF-8 beyond ASCII, a small buffer that must grow.
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [Unicode.Scalar] = [
+            "\u{0}", "\u{1f}", " ", "!", "\"", "#", "[", "\\", "]", "~", "\u{7f}", "\u{80}", "é", "✓", "🎉",
+        ]
+        for _ in 0..<2_000 {
+            let length = Int.random(in: 0...70, using: &generator)
+            var value = ""
+            for _ in 0..<length { value.unicodeScalars.append(alphabet.randomElement(using: &generator)!) }
+            var json = JSONWriter(capacity: 1)
+            json.string(value)
+            #expect(String(decoding: json.takeBytes(), as: UTF8.self) == expected(value))
+        }
+    }
+
+    @Test func aBufferGrowsAsItFills() throws {
+        var json = JSONWriter(capacity: 1)
+        json.beginArray()
+        for index in 0..<1_000 {
+            json.beginObject()
+            json.field("index", index)
+            json.field("name", String(repeating: "x", count: index % 97))
+            json.field("ms", milliseconds: Double(index) / 7)
+            json.endObject()
+        }
+        json.endArray()
+        let parsed = try #require(JSONSerialization.jsonObject(with: Data(json.takeBytes())) as? [[String: Any]])
+        #expect(parsed.count == 1_000)
+        #expect(parsed.last?["index"] as? Int == 999)
+        #expect((parsed.last?["name"] as? String)?.count == 999 % 97)
     }
 
     @Test func integers() {
@@ -88,5 +150,28 @@ import Testing
             #expect(RFC3339.format(Double(seconds) + 0.1234) == expected)
             seconds += 86_400 * 37 + 3_611
         }
+        // The calendar arithmetic against the C library's, far either side of 1970, leap days and
+        // century years included.
+        var generator = SystemRandomNumberGenerator()
+        let days =
+            [-719_162, -141_428, -1, 0, 59, 10_956, 11_016, 47_541, 2_932_896]
+            + (0..<2_000).map { _ in
+                Int.random(in: -719_162...2_932_896, using: &generator)
+            }
+        for day in days {
+            var t = time_t(day * 86_400 + 86_399)
+            var parts = tm()
+            gmtime_r(&t, &parts)
+            let date = RFC3339.civilDate(daysSince1970: Int64(day))
+            #expect(
+                [date.year, date.month, date.day]
+                    == [Int64(parts.tm_year) + 1900, Int64(parts.tm_mon) + 1, Int64(parts.tm_mday)], "\(day)")
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
     }
 }
