@@ -35,10 +35,8 @@ package enum StorageKey {
         var text = sha256
         return text.withUTF8 { utf8 in
             !utf8.isEmpty
-                && utf8.allSatisfy { c in
-                    (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
-                        || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
-                }
+                // Wrapping subtraction: one comparison for each range.
+                && utf8.allSatisfy { c in c &- UInt8(ascii: "0") < 10 || c &- UInt8(ascii: "a") < 6 }
         }
     }
 
