@@ -5,6 +5,9 @@
 # allocation to one of them.
 #
 #   scripts/benchmark-gate.sh            build Benchmarks/ (release) and check
+#   scripts/benchmark-gate.sh build      only build what the check runs (scripts/test.sh runs this in
+#                                        the background while swift test runs; the check's build is
+#                                        then a no-op)
 #   scripts/benchmark-gate.sh update     write today's counts as the thresholds (then commit them)
 #
 # Only malloc counts are gated: they are the same on every run of a build, where time on this
@@ -23,6 +26,11 @@ filter="^(${pattern%|})\$"
 arguments=(--target WorkerBenchmarks --filter "$filter" --metric mallocCountTotal --no-progress)
 
 case ${1:-check} in
+build)
+  # `list` builds the plugin's tool, BenchmarkTool and WorkerBenchmarks exactly as `thresholds check`
+  # does (release, the same parameters), then only lists the benchmarks: nothing is measured.
+  swift package benchmark list --target WorkerBenchmarks --no-progress
+  ;;
 update)
   swift package --allow-writing-to-package-directory benchmark thresholds update "${arguments[@]}"
   ;;
@@ -52,7 +60,7 @@ check)
   fi
   ;;
 *)
-  say "usage: scripts/benchmark-gate.sh [check|update]"
+  say "usage: scripts/benchmark-gate.sh [check|build|update]"
   exit 64
   ;;
 esac

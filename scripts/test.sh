@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # The test suite, as `make test` and .ci/run run it:
-#   1. installs missing system packages (scripts/deps.sh);
-#   2. validates docker-compose.yml (scripts/check-compose.sh), deploy/kubernetes/
-#      (scripts/check-kubernetes.sh), the alert rules and dashboard (scripts/check-prometheus.sh),
-#      and the Swift sources' formatting (scripts/check-format.sh: swift format lint, .swift-format);
-#   3. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
-#      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs;
-#   4. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
-#   5. without arguments (the whole suite, as `make test` runs it), the allocation gate
-#      (scripts/benchmark-gate.sh: the malloc counts of Benchmarks/ against Benchmarks/Thresholds/);
-#   6. stops the node and deletes its folder on any exit (success, failure, Ctrl-C), and exits with
-#      swift test's status, or the gate's when the tests passed.
+#   1. installs missing system packages (scripts/deps.sh) and checks the Swift sources' formatting
+#      (scripts/check-format.sh: swift format lint, .swift-format), which fails at once;
+#   2. starts a throw-away RabbitMQ node on 127.0.0.1 (port 5673, or the next free one up to 5692;
+#      IFW_AMQP_PORT forces one) while `swift build --build-tests` runs; beside the build too (their
+#      first run mostly waits on PyPI), it validates docker-compose.yml (scripts/check-compose.sh),
+#      deploy/kubernetes/ (scripts/check-kubernetes.sh), the alert rules and dashboard
+#      (scripts/check-prometheus.sh), and for the whole suite installs the image tools
+#      (scripts/image-tools.sh); their output is shown after the build, and an invalid file fails
+#      the run then;
+#   3. runs `swift test` with this script's arguments, e.g. `scripts/test.sh --filter ImageFetchWorkerTests`;
+#   4. without arguments (the whole suite, as `make test` runs it), the allocation gate
+#      (scripts/benchmark-gate.sh: the malloc counts of Benchmarks/ against Benchmarks/Thresholds/):
+#      its release build runs at low priority (nice) beside `swift test`, its log is shown after the
+#      tests, and the check runs once both are done;
+#   5. stops the node (and a background job still running) and deletes its folder on any exit
+#      (success, failure, Ctrl-C), and exits with swift test's status, or the gate's (its build's)
+#      when the tests passed.
 #
 # Environment the tests get:
 #   IFW_TEST_AMQP_URL          amqp://guest:guest@127.0.0.1:PORT/%2F
@@ -44,10 +50,7 @@ validate() {
     *) echo "$what is invalid" >&2; exit "$rc" ;;
   esac
 }
-validate docker-compose.yml check-compose.sh
-validate deploy/kubernetes/ check-kubernetes.sh
-# Never exits 75: without promtool the alert rules are untested, and `make test` fails.
-validate "deploy/prometheus/ and deploy/grafana/" check-prometheus.sh
+# The one check a developer trips on most, and quick: before the build, so it fails at once.
 validate "the Swift sources' formatting (.swift-format)" check-format.sh
 
 # A private folder for the node; the ports are chosen below.
@@ -61,10 +64,21 @@ export IFW_TEST_STRICT=1
 export IFW_RABBIT_OWNER_PID=$$
 
 start_pid=""
+checks_pid=""
+gate_pid=""
+checks_log="$IFW_RABBIT_DIR.checks.log"
+gate_log="$IFW_RABBIT_DIR.gate-build.log"
+# stop_job PID: ends a background job started with setsid (its own process group) and all it started.
+stop_job() {
+  kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 # shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  if [[ -n $checks_pid ]]; then stop_job "$checks_pid"; fi
+  if [[ -n $gate_pid ]]; then stop_job "$gate_pid"; fi
   if [[ -n $start_pid ]] && kill -0 "$start_pid" 2>/dev/null; then
     # Interrupted while the broker was booting: end rabbitmq.sh start (a child of the subshell) too.
     pkill -TERM -P "$start_pid" 2>/dev/null || true
@@ -78,7 +92,7 @@ cleanup() {
     echo "==> stopping the test RabbitMQ cluster" >&2
     IFW_RABBIT_DIR="$IFW_TEST_CLUSTER_DIR" IFW_AMQP_PORT="" "$RABBIT" cluster destroy >/dev/null 2>&1 || true
   fi
-  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" "$IFW_TEST_CLUSTER_DIR"* 2>/dev/null || true
+  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" "$checks_log" "$gate_log" "$IFW_TEST_CLUSTER_DIR"* 2>/dev/null || true
   exit "$status"
 }
 trap cleanup EXIT
@@ -118,9 +132,35 @@ echo "==> starting a test RabbitMQ node (log: $start_log)"
 start_broker >"$start_log" 2>&1 &
 start_pid=$!
 
+# The validators and the image tools, beside the build: on a fresh clone they spend most of their
+# time installing from PyPI. setsid: a process group of their own, which cleanup ends as one.
+checks() {
+  validate docker-compose.yml check-compose.sh
+  validate deploy/kubernetes/ check-kubernetes.sh
+  # Never exits 75: without promtool the alert rules are untested, and `make test` fails.
+  validate "deploy/prometheus/ and deploy/grafana/" check-prometheus.sh
+  # For the whole suite, what ImageSnifferDifferentialTests needs (it calls image-tools.sh again,
+  # which then fails that test with its message, should this fail).
+  if ((whole_suite)); then
+    echo "==> installing the image tools (scripts/image-tools.sh)"
+    "$ROOT/scripts/image-tools.sh" || echo "WARNING: scripts/image-tools.sh failed" >&2
+  fi
+}
+export -f checks validate
+export ROOT whole_suite=$(($# == 0))
+echo "==> validating docker-compose.yml and deploy/ beside the build (log: $checks_log)"
+setsid bash -c 'set -euo pipefail; checks' >"$checks_log" 2>&1 &
+checks_pid=$!
+
 echo "==> swift build --build-tests"
 build_rc=0
 swift build --build-tests || build_rc=$?
+
+checks_rc=0
+wait "$checks_pid" || checks_rc=$?
+checks_pid=""
+cat "$checks_log"
+((checks_rc == 0)) || exit "$checks_rc"
 
 # A failed or interrupted build ends the run at once (swift build exits 130 on Ctrl-C); the EXIT trap
 # stops a broker that is still booting.
@@ -145,6 +185,14 @@ if [[ ,${IFW_RABBIT_PLUGINS:-}, == *,rabbitmq_management,* ]]; then
   export IFW_TEST_MANAGEMENT_URL="http://127.0.0.1:$IFW_MGMT_PORT"
 fi
 
+if (($# == 0)); then
+  # Integration tests mostly wait on the broker and the origins, so the gate's release build takes
+  # the spare core, at the lowest priority so that the tests still get the CPU when they want it.
+  echo "==> building the allocation gate's benchmarks beside swift test (log: $gate_log)"
+  setsid nice -n 19 "$ROOT/scripts/benchmark-gate.sh" build >"$gate_log" 2>&1 &
+  gate_pid=$!
+fi
+
 echo "==> swift test $* (RabbitMQ at 127.0.0.1:$IFW_AMQP_PORT)"
 test_rc=0
 # Serial: some suites stop, restart or freeze the shared broker, which would break others
@@ -152,9 +200,16 @@ test_rc=0
 swift test --no-parallel "$@" || test_rc=$?
 
 if (($# == 0)); then
-  echo "==> the allocation gate (scripts/benchmark-gate.sh)"
+  echo "==> the allocation gate (scripts/benchmark-gate.sh); its build, run beside swift test:"
   gate_rc=0
-  "$ROOT/scripts/benchmark-gate.sh" || gate_rc=$?
+  wait "$gate_pid" || gate_rc=$?
+  gate_pid=""
+  cat "$gate_log"
+  if ((gate_rc == 0)); then
+    "$ROOT/scripts/benchmark-gate.sh" || gate_rc=$?
+  else
+    echo "benchmark-gate.sh: the benchmarks did not build (exit $gate_rc)" >&2
+  fi
   ((test_rc != 0 || gate_rc == 0)) || test_rc=$gate_rc
 fi
 exit "$test_rc"

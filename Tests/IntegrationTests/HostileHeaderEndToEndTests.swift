@@ -63,13 +63,16 @@ struct HostileHeaderEndToEndTests {
         defer { results.close() }
         let dead = try QueueCollector(configuration, queue: configuration.queue.dead)
         defer { dead.close() }
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging([
-                    "WORKER_CONCURRENCY": "8", "SCHEDULER_MAX_WAIT": "100ms", "SCHEDULER_DEFER_DELAYS": "1s",
-                    "SCHEDULER_INITIAL_LIMIT": "2", "SCHEDULER_MAX_LIMIT": "4",
-                    "SCHEDULER_MAX_OVERLOAD_PAUSE": "2s",
-                ]) { _, new in new })
+        // The failing origin's pauses (a 503 without Retry-After) are short: each one still outlasts
+        // SCHEDULER_MAX_WAIT, so its jobs are deferred, but 48 refusals in a row at 1-2 s each made
+        // this test take 70 s instead of 20.
+        let (worker, endpoint) = try OperationsTests.startWorker(
+            configuration,
+            extra: [
+                "WORKER_CONCURRENCY": "8", "SCHEDULER_MAX_WAIT": "100ms", "SCHEDULER_DEFER_DELAYS": "1s",
+                "SCHEDULER_INITIAL_LIMIT": "2", "SCHEDULER_MAX_LIMIT": "4",
+                "SCHEDULER_OVERLOAD_PAUSE": "250ms", "SCHEDULER_MAX_OVERLOAD_PAUSE": "500ms",
+            ])
         func ended() -> Set<String> {
             let resulted = results.objects.compactMap { $0["id"] as? String }
             let deadLettered = dead.objects.compactMap { $0["id"] as? String }
@@ -80,6 +83,12 @@ struct HostileHeaderEndToEndTests {
         #expect(
             done && ended().isSuperset(of: ids),
             "\(ids.subtracting(ended()).count) never ended, e.g. \(ids.subtracting(ended()).sorted().prefix(5))")
+        // The routes the hostile headers were sent down were taken: deferral for a paused origin and
+        // for a slow one, and retry.
+        let metrics = await endpoint.metrics()
+        #expect(metrics["image_fetch_deferrals_total", ["reason": "paused"]] ?? 0 > 0)
+        #expect(metrics["image_fetch_deferrals_total", ["reason": "slow"]] ?? 0 > 0)
+        #expect(metrics["image_fetch_retries_total"] ?? 0 > 0)
         #expect(await worker.stop() == 0)
         try await fast.shutdown()
         try await slow.shutdown()
