@@ -143,16 +143,22 @@ struct JSONWriter {
     /// A comma if one is due, then `byte`, which opens something.
     private mutating func punctuate(_ byte: UInt8) {
         let comma = needsComma
-        write(2) { start -> Int in
-            var at = start
-            if comma {
-                at.pointee = UInt8(ascii: ",")
-                at += 1
-            }
-            at.pointee = byte
-            return at + 1 - start
-        }
+        write(2) { start -> Int in Self.open(byte, after: comma, at: start) - start }
         needsComma = false
+    }
+
+    /// Writes a comma when `comma`, then `byte`; returns where the next byte goes.
+    @inline(__always)
+    private static func open(
+        _ byte: UInt8, after comma: Bool, at start: UnsafeMutablePointer<UInt8>
+    ) -> UnsafeMutablePointer<UInt8> {
+        var at = start
+        if comma {
+            at.pointee = UInt8(ascii: ",")
+            at += 1
+        }
+        at.pointee = byte
+        return at + 1
     }
 
     private mutating func close(_ byte: UInt8) {
@@ -170,13 +176,7 @@ struct JSONWriter {
     private mutating func writeKey(_ name: UnsafeBufferPointer<UInt8>) {
         let comma = needsComma
         write(name.count + 4) { start -> Int in
-            var at = start
-            if comma {
-                at.pointee = UInt8(ascii: ",")
-                at += 1
-            }
-            at.pointee = UInt8(ascii: "\"")
-            at += 1
+            var at = Self.open(UInt8(ascii: "\""), after: comma, at: start)
             if let base = name.baseAddress { at.update(from: base, count: name.count) }
             at += name.count
             at[0] = UInt8(ascii: "\"")
@@ -193,13 +193,7 @@ struct JSONWriter {
         let clean = Self.cleanPrefix(utf8)
         // Each byte from the first one that needs escaping on may take six (`\u001f`).
         write(3 + clean + (utf8.count - clean) * 6) { start -> Int in
-            var at = start
-            if comma {
-                at.pointee = UInt8(ascii: ",")
-                at += 1
-            }
-            at.pointee = UInt8(ascii: "\"")
-            at += 1
+            var at = Self.open(UInt8(ascii: "\""), after: comma, at: start)
             if let base = utf8.baseAddress { at.update(from: base, count: clean) }
             at += clean
             for byte in utf8[clean...] {
