@@ -14,7 +14,8 @@
 #      (scripts/benchmark-gate.sh: the malloc counts of Benchmarks/ against Benchmarks/Thresholds/):
 #      its release build runs at low priority (nice) beside `swift test`, its log is shown after the
 #      tests, and the check runs once both are done;
-#   5. stops the node (and a background job still running) and deletes its folder on any exit
+#   5. when a test failed, repeats swift test's failure lines (✘) at the end of the output;
+#   6. stops the node (and a background job still running) and deletes its folder on any exit
 #      (success, failure, Ctrl-C), and exits with swift test's status, or the gate's (its build's)
 #      when the tests passed.
 #
@@ -68,6 +69,7 @@ checks_pid=""
 gate_pid=""
 checks_log="$IFW_RABBIT_DIR.checks.log"
 gate_log="$IFW_RABBIT_DIR.gate-build.log"
+test_log="$IFW_RABBIT_DIR.swift-test.log"
 # stop_job PID: ends a background job started with setsid (its own process group) and all it started.
 stop_job() {
   kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null || true
@@ -92,7 +94,7 @@ cleanup() {
     echo "==> stopping the test RabbitMQ cluster" >&2
     IFW_RABBIT_DIR="$IFW_TEST_CLUSTER_DIR" IFW_AMQP_PORT="" "$RABBIT" cluster destroy >/dev/null 2>&1 || true
   fi
-  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" "$checks_log" "$gate_log" "$IFW_TEST_CLUSTER_DIR"* 2>/dev/null || true
+  rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" "$checks_log" "$gate_log" "$test_log" "$IFW_TEST_CLUSTER_DIR"* 2>/dev/null || true
   exit "$status"
 }
 trap cleanup EXIT
@@ -196,8 +198,9 @@ fi
 echo "==> swift test $* (RabbitMQ at 127.0.0.1:$IFW_AMQP_PORT)"
 test_rc=0
 # Serial: some suites stop, restart or freeze the shared broker, which would break others
-# running at the same time.
-swift test --no-parallel "$@" || test_rc=$?
+# running at the same time. The output is kept, so that the failures can be repeated last: a CI log
+# often shows only its tail, which the gate's output fills.
+swift test --no-parallel "$@" 2>&1 | tee "$test_log" || test_rc=${PIPESTATUS[0]}
 
 if (($# == 0)); then
   echo "==> the allocation gate (scripts/benchmark-gate.sh); its build, run beside swift test:"
@@ -211,5 +214,9 @@ if (($# == 0)); then
     echo "benchmark-gate.sh: the benchmarks did not build (exit $gate_rc)" >&2
   fi
   ((test_rc != 0 || gate_rc == 0)) || test_rc=$gate_rc
+fi
+if ((test_rc != 0)) && grep -q '✘' "$test_log"; then
+  echo "==> what failed in swift test (exit $test_rc), repeated from above:" >&2
+  grep '✘' "$test_log" | head -n 60 >&2
 fi
 exit "$test_rc"
