@@ -26,7 +26,9 @@ struct BrokerBehaviourTests {
     /// A result the broker does not take (returned: no such `reply_to` queue; nacked: the queue
     /// refuses it) is never followed by an ack: the job goes back to the queue and runs again, and
     /// once the queue takes results, its result arrives.
-    @Test(.timeLimit(.minutes(2)), arguments: ["returned", "nacked"])
+    // Four minutes: each rabbitmqctl call starts an Erlang VM, which takes many seconds on a loaded
+    // machine, and the nacked case makes about ten of them.
+    @Test(.timeLimit(.minutes(4)), arguments: ["returned", "nacked"])
     func aResultTheBrokerDoesNotTakeNeverLeadsToAnAck(_ outcome: String) async throws {
         let origin = try await TestOrigin.start()
         let configuration = try TestBroker.configuration("unconfirmed-\(outcome)")
@@ -99,9 +101,10 @@ struct BrokerBehaviourTests {
         let configuration = try TestBroker.configuration("blocked")
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<300).map { "b\($0)" }
+        origin.setPace(milliseconds: 100)
         #expect(
             try TestBroker.publish(
-                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=50&n=\($0)")) })
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) })
                 == 300)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
@@ -112,6 +115,9 @@ struct BrokerBehaviourTests {
                 .merging(["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new
                 })
         #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
+        // The broker blocks a connection when it next publishes, so results must still be coming
+        // once rabbitmqctl has raised the alarm, however long that takes on a loaded machine.
+        origin.setPace(milliseconds: 1_000)
         try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
         defer {
             _ = try? TestBroker.run(try #require(TestBroker.script), ["ctl", "set_vm_memory_high_watermark", "0.4"])
@@ -126,6 +132,7 @@ struct BrokerBehaviourTests {
         try await Task.sleep(for: .seconds(3))
         let during = origin.stats.requests - before
         #expect(during <= 5, "\(during) requests while blocked")
+        origin.setPace(milliseconds: 20)
         try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
         #expect(
             await eventually(timeout: 60) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
@@ -146,7 +153,8 @@ struct BrokerBehaviourTests {
         let configuration = try TestBroker.configuration("blocked-lost")
         defer { TestBroker.cleanUp(configuration) }
         let ids = (0..<600).map { "bl\($0)" }
-        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=40&n=\($0)")) }
+        origin.setPace(milliseconds: 40)
+        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == ids.count)
         let results = try QueueCollector(configuration, queue: configuration.queue.results)
         defer { results.close() }
@@ -159,6 +167,8 @@ struct BrokerBehaviourTests {
         #expect(await eventually(timeout: 30) { results.received.count >= 50 }, "log:\n\(worker.log.suffix(2000))")
         let script = try #require(TestBroker.script)
         defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
+        // Results keep coming while rabbitmqctl raises the alarm (the broker blocks on a publish).
+        origin.setPace(milliseconds: 1_000)
         try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
         #expect(
             await eventually(timeout: 20) { worker.log.contains("the broker blocked the connection") },
@@ -166,6 +176,7 @@ struct BrokerBehaviourTests {
         // The results collector's connection goes too; it reconnects by itself.
         try Self.ctl(["close_all_connections", "test: lost while blocked"])
         try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
+        origin.setPace(milliseconds: 20)
         #expect(await eventually(timeout: 30) { worker.log.contains("lost the broker connection") })
         let done = await eventually(timeout: 90) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) }
         let seen = Set(results.objects.compactMap { $0["id"] as? String }).count
