@@ -15,8 +15,9 @@
 #      its release build runs at low priority (nice) beside `swift test`, its log is shown after the
 #      tests, and the check runs once both are done;
 #   5. when a test failed, repeats swift test's failure lines (✘) at the end of the output;
-#   6. stops the node (and a background job still running) and deletes its folder on any exit
-#      (success, failure, Ctrl-C), and exits with swift test's status, or the gate's (its build's)
+#   6. stops the node (and a background job still running) and deletes its folder and the run's
+#      temporary folder (TMPDIR for everything it starts) on any exit (success, failure, Ctrl-C),
+#      and exits with swift test's status, or the gate's (its build's)
 #      when the tests passed.
 #
 # Environment the tests get:
@@ -37,6 +38,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 RABBIT="$ROOT/scripts/rabbitmq.sh"
+
+# Every temporary file of the run goes to one folder of its own, deleted on exit: the Swift driver
+# leaves a TemporaryDirectory.* for each call, SwiftPM its locks, and the tests, the benchmarks and
+# ImageMagick their scratch files. Sticky and world-writable like /tmp, since the broker runs as
+# the rabbitmq user and inherits it.
+IFW_TEST_TMP="$(mktemp -d "${TMPDIR:-/tmp}/ifw-test.XXXXXX")"
+chmod 1777 "$IFW_TEST_TMP"
+export TMPDIR="$IFW_TEST_TMP"
+# Until the full cleanup below replaces it.
+trap 'rm -rf "$IFW_TEST_TMP"' EXIT
 
 "$ROOT/scripts/deps.sh"
 
@@ -95,6 +106,8 @@ cleanup() {
     IFW_RABBIT_DIR="$IFW_TEST_CLUSTER_DIR" IFW_AMQP_PORT="" "$RABBIT" cluster destroy >/dev/null 2>&1 || true
   fi
   rm -rf "$IFW_RABBIT_DIR" "$IFW_RABBIT_DIR.start.log" "$IFW_RABBIT_DIR.port" "$checks_log" "$gate_log" "$test_log" "$IFW_TEST_CLUSTER_DIR"* 2>/dev/null || true
+  # Last: it holds the folders above, and whatever else the toolchain and the tests left.
+  rm -rf "$IFW_TEST_TMP" 2>/dev/null || true
   exit "$status"
 }
 trap cleanup EXIT
