@@ -274,14 +274,13 @@ enum S3Addressing {
                 return StorageError(
                     "the store refused access to bucket \(bucket) (HTTP 403): check the credentials and the bucket policy",
                     retryable: false)
-            case 408, 429, 500...599:
-                return StorageError("the store answered HTTP \(status) for bucket \(bucket)", retryable: true)
             case 404:
                 return StorageError(
                     "the store answered HTTP 404 for bucket \(bucket): does the bucket exist?",
                     retryable: false)
             default:
-                return StorageError("the store answered HTTP \(status) for bucket \(bucket)", retryable: false)
+                return StorageError(
+                    "the store answered HTTP \(status) for bucket \(bucket)", retryable: isRetryable(status: status))
             }
         }
         switch failure {
@@ -295,12 +294,17 @@ enum S3Addressing {
             return StorageError("the TLS handshake with the store for bucket \(bucket) failed", retryable: false)
         case .httpStatus(let status):
             // Only without a status of the response's own, which the switch above takes first.
-            let retryable = status == 408 || status == 429 || (500...599).contains(status)
-            return StorageError("the upload to bucket \(bucket) failed: \(failure.message)", retryable: retryable)
+            return StorageError(
+                "the upload to bucket \(bucket) failed: \(failure.message)", retryable: isRetryable(status: status))
         case .malformedURL, .unsupportedScheme, .redirectRefused, .invalidHost, .hostNotAllowed, .addressRefused,
             .tooManyRedirects, .tooLarge, .rejected, .optedOut:
             return StorageError("the upload to bucket \(bucket) failed: \(failure.message)", retryable: false)
         }
+    }
+
+    /// A store's answer worth another try: timeout, throttling, or its own failure.
+    private static func isRetryable(status: Int) -> Bool {
+        status == 408 || status == 429 || (500...599).contains(status)
     }
 
     private static func hexByte(_ byte: UInt8) -> String {

@@ -135,6 +135,14 @@ struct S3ConfigurationTests {
         #expect(JobError(http403).code == .storageFailed && !http403.retryable && http403.message.contains("images"))
         #expect(S3Addressing.storageError(for: .httpStatus(503), status: 503, bucket: "b").retryable)
         #expect(!S3Addressing.storageError(for: .httpStatus(400), status: 400, bucket: "b").retryable)
+        for status in [408, 429, 500, 599] {
+            #expect(S3Addressing.storageError(for: .httpStatus(status), status: status, bucket: "b").retryable)
+            // Without a status of the response's own, the engine's status decides the same way.
+            #expect(S3Addressing.storageError(for: .httpStatus(status), status: nil, bucket: "b").retryable)
+        }
+        for status in [404, 409, 600] {
+            #expect(!S3Addressing.storageError(for: .httpStatus(status), status: nil, bucket: "b").retryable)
+        }
         #expect(S3Addressing.storageError(for: .timeout, status: nil, bucket: "b").retryable)
         #expect(S3Addressing.storageError(for: .connectFailed(.refused), status: nil, bucket: "b").retryable)
         #expect(!S3Addressing.storageError(for: .tls, status: nil, bucket: "b").retryable)
