@@ -41,8 +41,9 @@
 #             of the run), each 20–80 ms away (50 ms on average), Zipf popularity (the busiest 24 %
 #             of the jobs, the top five 51 %), 400 images of 20–400 KB, 1.5 % 404s, 1 % HTML pages,
 #             0.5 % cut JPEGs, every job its own URL; concurrency 64, 20,000 jobs: messages/s against
-#             Little's law (64 ÷ the jobs' mean delay), CPU per job, deferrals, outcomes, and from the
-#             origins' access log the connections, TLS resumptions and HTTP versions (issue 31;
+#             Little's law (64 ÷ the jobs' mean delay), CPU per job, deferrals, outcomes, the mean
+#             fetch against a permit's hold, and from the origins' access log the connections, TLS
+#             resumptions, HTTP versions and the origin's own time a request (issue 31;
 #             scripts/bench-internet/ and docs/benchmarks.md, "The internet-like scenario")
 #   internet-python     the same jobs through the Python peer, concurrency 64
 #   internet-img2dataset  the first 5,000 of them through img2dataset (PyPI, 2 processes × 64

@@ -23,15 +23,25 @@ extension Runner {
         ]
         if let endMetrics {
             // Every sample of the counter, whatever its labels (a reason label may come).
-            let deferrals = endMetrics.split(separator: "\n").filter {
-                $0.hasPrefix("image_fetch_deferrals_total ") || $0.hasPrefix("image_fetch_deferrals_total{")
-            }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+            let deferrals = OriginScenarios.sum(endMetrics, "image_fetch_deferrals_total") ?? 0
             let perHundred = deferrals / Double(options.jobs) * 100
             figures.append(
                 Figure(
                     name: "deferrals (whole run, /metrics)",
                     value: "\(grouped(deferrals)) (\(String(format: "%.1f", perHundred)) per 100 jobs)",
                     target: "≤ 1 per 100 jobs (#31)", met: yes(perHundred <= 1)))
+            // Where a permit's time goes: the fetch against the whole hold (Little's law read
+            // backwards), to set beside the origins' own time from their access log.
+            if let sum = OriginScenarios.sum(endMetrics, "image_fetch_fetch_duration_seconds_sum"),
+                let count = OriginScenarios.sum(endMetrics, "image_fetch_fetch_duration_seconds_count"), count > 0,
+                rate > 0
+            {
+                figures.append(
+                    Figure(
+                        name: "fetch, mean (whole run, /metrics); a permit held (concurrency ÷ rate)",
+                        value: String(format: "%.1f ms; %.1f ms", sum / count * 1000, Double(concurrency) / rate * 1000)
+                    ))
+            }
         }
         return figures
     }

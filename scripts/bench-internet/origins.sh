@@ -61,7 +61,7 @@ internet_start() {
     echo "error_log $conf/logs/error.log warn;"
     echo "events { worker_connections 16384; }"
     echo "http {"
-    echo "    log_format bench '\$msec \$host \$connection \$connection_requests \$ssl_session_reused \$server_protocol \$status \$body_bytes_sent \$ssl_protocol';"
+    echo "    log_format bench '\$msec \$host \$connection \$connection_requests \$ssl_session_reused \$server_protocol \$status \$body_bytes_sent \$ssl_protocol \$request_time';"
     echo "    access_log $conf/logs/access.log bench buffer=64k flush=1s;"
     echo "    log_not_found off;"
     echo "    sendfile on;"
@@ -163,10 +163,15 @@ internet_origin_rows() {
   read -r from accepts0 cpu0 <<<"$mark"
   read -r _ accepts1 cpu1 <<<"$now"
   tail -c +"$((from + 1))" "$log" | awk -v name="$name" -v accepted="$((accepts1 - accepts0 - 1))" \
-    -v cpu="$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" -v rows="$rows" -v section="$section" '
-    # $msec $host $connection $connection_requests $ssl_session_reused $server_protocol $status …
+    -v cpu="$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" -v rows="$rows" -v section="$section" \
+    -v origins="$INTERNET_DIR/origins.tsv" '
+    # The delay of each host (ms in origins.tsv), for the time nginx took beyond it.
+    BEGIN { while ((getline line < origins) > 0) { split(line, f, "\t"); delay[f[1]] = f[3] / 1000 } }
+    # $msec $host $connection $connection_requests $ssl_session_reused $server_protocol $status
+    # $body_bytes_sent $ssl_protocol $request_time
     {
       requests++
+      if ($2 in delay && $10 != "") { timed++; took += $10; over += $10 - delay[$2] }
       version[$6]++
       status[$7]++
       if (!($3 in seen)) {
@@ -191,6 +196,8 @@ internet_origin_rows() {
       row("origin: HTTP versions", sprintf("requests: %s; connections: %s", v, cv))
       row("origin: requests per connection", sprintf("%.1f", requests / connections))
       row("origin: nginx CPU µs/request (whole run)", sprintf("%.0f", cpu / requests * 1e6))
+      if (timed) row("origin: time a request, mean ($request_time)", sprintf("%.1f ms, %.1f ms over its delay",
+          took / timed * 1000, over / timed * 1000))
       printf "\nThe origins'"'"' access log for this run (warm-up included): %d requests (%s); %d connections accepted, %d of them with requests, on %d hosts (at most %d to one host); %d TLS sessions resumed; HTTP versions: requests %s, connections %s; nginx spent %.0f µs of CPU per request.\n", \
         requests, s, accepted, connections, hosts, most, resumed, v, cv, cpu / requests * 1e6 >> section
     }'
