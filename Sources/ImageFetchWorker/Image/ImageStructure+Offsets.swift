@@ -171,11 +171,14 @@ extension ImageSniffer {
         }
 
         /// The bytes of the whole image as one uncompressed strip; nil when compressed or too big.
+        /// Every step reports its overflow: a LONG tag can set each factor to 2³² − 1.
         var stripSize: Int? {
             guard compression == 1 else { return nil }
-            let (bitsPerRow, o1) = width.multipliedReportingOverflow(by: bits * samples)
-            let (size, o2) = ((bitsPerRow + 7) / 8).multipliedReportingOverflow(by: height)
-            return o1 || o2 ? nil : size
+            let (bitsPerPixel, o1) = bits.multipliedReportingOverflow(by: samples)
+            let (bitsPerRow, o2) = width.multipliedReportingOverflow(by: bitsPerPixel)
+            let (padded, o3) = bitsPerRow.addingReportingOverflow(7)
+            let (size, o4) = (padded / 8).multipliedReportingOverflow(by: height)
+            return o1 || o2 || o3 || o4 ? nil : size
         }
     }
 

@@ -152,6 +152,31 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         #expect(ImageSniffer.checkStructure(tiff, format: .tiff) == .truncated(reason: "tiff ends before its end"))
     }
 
+    /// A single strip past the file's end makes the walk compute the image's size from the
+    /// layout tags, which a LONG can set to anything: their product must not trap (issue 33).
+    @Test(arguments: [
+        (UInt32.max, UInt32.max),  // bits × samples overflows
+        (2_147_483_649, 4_294_967_294),  // the bits of a row land within 7 of Int.max
+    ])
+    func hugeLayoutTagsAreNotAnOverflow(bitsPerSample: UInt32, samplesPerPixel: UInt32) {
+        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+        func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+        func entry(_ tag: Int, _ type: Int, _ value: UInt32) -> [UInt8] {
+            le16(tag) + le16(type) + le32(1) + (type == 3 ? le16(Int(value)) + [0, 0] : le32(value))
+        }
+        var tiff = S.ascii("II") + le16(42) + le32(8) + le16(6)
+        tiff += entry(256, 3, 1) + entry(257, 3, 1) + entry(258, 4, bitsPerSample)
+        tiff += entry(273, 4, 1000) + entry(277, 4, samplesPerPixel) + entry(279, 4, 16) + le32(0)
+        let truncated = StructureProblem.truncated(reason: "tiff ends before its end")
+        #expect(ImageSniffer.checkStructure(tiff, format: .tiff) == truncated)
+        // The path every complete body takes: a 1 × 1 TIFF by its header, refused by the walk.
+        guard case .failure(let refusal) = ImagePolicy.check(tiff, maxPixels: 1_000_000) else {
+            Issue.record("a TIFF whose strip runs past its end was kept")
+            return
+        }
+        #expect(refusal == .structure(truncated))
+    }
+
     @Test func aHEIFExtentOutsideTheFileIsTruncated() {
         let heic = S.heic(width: 64, height: 48)
         #expect(ImageSniffer.checkStructure(heic + [0, 0, 0, 8] + S.ascii("free"), format: .heic) == nil)
