@@ -49,6 +49,10 @@ struct CurlTransferOptions {
         if hasNUL { throw .easy(CURLE_URL_MALFORMAT) }
         try easy.set(CURLOPT_URL, request.url)
         try easy.set(CURLOPT_NOSIGNAL, 1)
+        // A lookup that outlives its transfer (a timeout, a cancel) is left to finish on its own
+        // resolver thread: without this, libcurl joins that thread on the fetch loop, and one
+        // host name whose DNS never answers holds every transfer for glibc's whole retry time.
+        try easy.set(CURLOPT_QUICK_EXIT, 1)
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
         try easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         // No proxy from the environment: the address veto must see the origin's address.
