@@ -112,8 +112,11 @@ struct BrokerBehaviourTests {
         let endpoint = try OperationsEndpoint(port: port)
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(["WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { _, new in new
-                })
+                .merging([
+                    "WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1",
+                    // A depth sample every second: the blocked connection must not be asked.
+                    "METRICS_DEPTH_INTERVAL": "1",
+                ]) { _, new in new })
         #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
         // The broker blocks a connection when it next publishes, so results must still be coming
         // once rabbitmqctl has raised the alarm, however long that takes on a loaded machine.
@@ -129,7 +132,14 @@ struct BrokerBehaviourTests {
         // At most the admitted jobs (4) and the one waiting for a permit may still reach the origin.
         try await Task.sleep(for: .milliseconds(500))
         let before = origin.stats.requests
-        try await Task.sleep(for: .seconds(3))
+        // The worker stays live meanwhile: a blocked connection reads nothing, so an RPC on it (a
+        // depth sample's passive declare) would hold the channel queue, and /healthz with it.
+        var unhealthy = 0
+        for _ in 0..<8 {
+            if await endpoint.get("/healthz").status != 200 { unhealthy += 1 }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        #expect(unhealthy == 0, "/healthz failed \(unhealthy) of 8 probes while blocked")
         let during = origin.stats.requests - before
         #expect(during <= 5, "\(during) requests while blocked")
         origin.setPace(milliseconds: 20)

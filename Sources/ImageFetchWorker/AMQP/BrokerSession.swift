@@ -291,11 +291,13 @@ package final class BrokerSession: @unchecked Sendable {
     }
 
     /// A passive declare on the worker's own connection: ready messages and consumers of a queue,
-    /// or nil when it does not exist or the connection is down.
+    /// or nil when it does not exist, the connection is down, or the broker blocks it. A blocked
+    /// connection is not read by the broker, so the declare would wait out the RPC timeout on this
+    /// queue, holding every publish, ack and liveness probe behind it, and then drop the connection.
     package func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void)
     {
         queue.async {
-            guard let connection = self.connection, self.isOpenEpoch else { return completion(nil) }
+            guard let connection = self.connection, self.isOpenEpoch, !self.isBlocked else { return completion(nil) }
             // A passive declare of a missing queue closes the channel, so it runs on a channel of its own.
             defer { self.readBufferedInput() }
             do throws(AMQPError) {

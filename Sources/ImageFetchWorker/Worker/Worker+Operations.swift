@@ -84,7 +84,8 @@ extension JobRunner {
     // MARK: - Timers
 
     /// Samples ready messages and consumers of every queue of the topology with passive declares
-    /// on the worker's own connection, every `metrics.depth_interval` seconds.
+    /// on the worker's own connection, every `metrics.depth_interval` seconds; not while the broker
+    /// blocks that connection (the gauges keep their last values), see ``BrokerSession/queueDepth``.
     func startDepthSampling() {
         let interval = configuration.metrics.depthInterval
         guard interval > 0 else { return }
@@ -92,6 +93,7 @@ extension JobRunner {
         let timer = DispatchSource.makeTimerSource(queue: control)
         timer.schedule(deadline: .now() + min(interval, 1), repeating: interval, leeway: .milliseconds(100))
         timer.setEventHandler { [unowned self] in
+            guard !session.isBlocked else { return }
             for name in names {
                 session.queueDepth(name) { [stats, admission, jobs = configuration.queue.jobs] depth in
                     guard let depth else { return }
