@@ -15,10 +15,13 @@ them (pika's own decoder turns floats into integers, for one).
                                                      OUT_FILE as one base64 line (flushed before the ack);
                                                      URLS is comma-separated, tried in turn, and the
                                                      consumer reconnects after a lost connection
-  amqp-peer.py proxy PORT UPSTREAM_HOST:PORT NTH    a TCP proxy on 127.0.0.1:PORT to the broker that
+  amqp-peer.py proxy PORT UPSTREAM_HOST:PORT NTH [MODE]
+                                                     a TCP proxy on 127.0.0.1:PORT to the broker that
                                                      breaks the protocol once: on the first connection
                                                      that gets that far, the NTH basic.deliver gets the tag of the one
-                                                     before (a tag that does not increase); later
+                                                     before (MODE "tag", the default: a tag that does not increase),
+                                                     or arrives without its content (MODE "cut": the next
+                                                     basic.deliver comes before its header and body); later
                                                      connections pass
                                                      untouched. Prints "ready" when it listens.
 """
@@ -115,11 +118,13 @@ def _shut_down(*ends):
 _tampered = []
 
 
-def _tamper(source, sink, nth):
-    """Copies the broker's frames, giving the NTH basic.deliver the tag of the one before."""
+def _tamper(source, sink, nth, mode):
+    """Copies the broker's frames, giving the NTH basic.deliver the tag of the one before ("tag"),
+    or dropping its content frames ("cut")."""
     buffer = b""
     delivers = 0
     previous = b"\x00" * 7 + b"\x01"
+    cutting = None  # the channel whose content frames are being dropped
     try:
         while True:
             data = source.recv(65536)
@@ -133,12 +138,20 @@ def _tamper(source, sink, nth):
                     break
                 frame = bytearray(buffer[:8 + size])
                 buffer = buffer[8 + size:]
+                channel = struct.unpack(">H", frame[1:3])[0]
+                if frame_type == 1 and channel == cutting:
+                    cutting = None
+                if frame_type in (2, 3) and channel == cutting:
+                    continue  # the cut delivery's header and body
                 if frame_type == 1 and frame[7:11] == b"\x00\x3c\x00\x3c":  # basic.deliver
                     delivers += 1
                     tag_at = 11 + 1 + frame[11]  # after the consumer tag (a short string)
                     if delivers == nth and not _tampered:
                         _tampered.append(True)
-                        frame[tag_at:tag_at + 8] = previous
+                        if mode == "cut":
+                            cutting = channel
+                        else:
+                            frame[tag_at:tag_at + 8] = previous
                     previous = bytes(frame[tag_at:tag_at + 8])
                 out += bytes(frame)
             if out:
@@ -148,7 +161,7 @@ def _tamper(source, sink, nth):
     _shut_down(source, sink)
 
 
-def proxy(port, upstream, nth):
+def proxy(port, upstream, nth, mode):
     host, upstream_port = upstream.rsplit(":", 1)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -160,7 +173,7 @@ def proxy(port, upstream, nth):
         server = socket.create_connection((host, int(upstream_port)))
         # Every connection is watched until one delivery has been tampered with (a probe that
         # only checks the port is a connection too); the later ones pass untouched.
-        inbound = threading.Thread(target=_tamper, args=(server, client, nth), daemon=True)
+        inbound = threading.Thread(target=_tamper, args=(server, client, nth, mode), daemon=True)
         inbound.start()
         threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
 
@@ -170,7 +183,7 @@ def main(argv):
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     command, url, queue = argv[1], argv[2], argv[3]
     if command == "proxy":
-        proxy(int(url), queue, int(argv[4]))
+        proxy(int(url), queue, int(argv[4]), argv[5] if len(argv) > 5 else "tag")
         return
     if command == "collect":
         collect(url, queue, argv[4])

@@ -96,19 +96,21 @@ extension BrokerSession {
             guard let deliver = method.decoded?.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee else {
                 return
             }
-            assembler.begin(
+            let interrupted = assembler.begin(
                 .delivery(
                     tag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
                     exchange: deliver.exchange.stringValue ?? "",
                     routingKey: deliver.routing_key.stringValue ?? ""))
+            if interrupted != nil { return protocolViolation(Self.interruptedContent) }
         case AMQP_BASIC_RETURN_METHOD:
             guard let returned = method.decoded?.assumingMemoryBound(to: amqp_basic_return_t.self).pointee else {
                 return
             }
-            assembler.begin(
+            let interrupted = assembler.begin(
                 .returned(
                     replyCode: returned.reply_code, replyText: returned.reply_text.stringValue ?? "",
                     routingKey: returned.routing_key.stringValue ?? ""))
+            if interrupted != nil { return protocolViolation(Self.interruptedContent) }
         case AMQP_BASIC_ACK_METHOD:
             guard let ack = method.decoded?.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee else { return }
             for (completion, outcome) in confirms.confirm(
@@ -212,6 +214,8 @@ extension BrokerSession {
         }
         delegate?.session(self, didRejectOversized: delivery, bodySize: bodySize)
     }
+
+    static let interruptedContent = "a content method came before the previous content was complete"
 
     /// The broker broke the protocol: close the connection (reply code 505, unexpected frame)
     /// and reconnect, as after any loss. Costs a reconnect, never the process.

@@ -45,13 +45,19 @@ struct ContentAssembler {
         return tag
     }
 
-    /// A content-bearing method arrived; anything half-assembled is dropped.
-    mutating func begin(_ kind: Kind) {
+    /// A content-bearing method arrived. Returns what it interrupted: a content whose header or
+    /// body had not all come, which is dropped. AMQP forbids that (a channel's content frames are
+    /// never mixed with its methods), so the session treats it as a protocol violation: a dropped
+    /// delivery would never be settled, and a later ack of several tags would settle it unrun.
+    @discardableResult
+    mutating func begin(_ kind: Kind) -> Kind? {
+        let interrupted = self.kind
         self.kind = kind
         haveHeader = false
         body = []
         expected = 0
         received = 0
+        return interrupted
     }
 
     /// The header frame. Returns the message at once when its body is empty.

@@ -33,11 +33,12 @@ import Testing
         #expect(bytes.withUnsafeBytes { assembler.body($0) } == nil)
     }
 
-    @Test func aNewMethodDropsAHalfAssembledMessage() {
+    @Test func aNewMethodDropsAHalfAssembledMessageAndSaysWhich() {
         var assembler = ContentAssembler()
-        assembler.begin(deliver)
+        #expect(assembler.begin(deliver) == nil)
         _ = assembler.header(bodySize: 10, properties: AMQPProperties())
-        assembler.begin(.returned(replyCode: 312, replyText: "NO_ROUTE", routingKey: "x"))
+        // Interrupted: the session takes that as a protocol violation (the delivery is unsettled).
+        #expect(assembler.begin(.returned(replyCode: 312, replyText: "NO_ROUTE", routingKey: "x")) == deliver)
         _ = assembler.header(bodySize: 1, properties: AMQPProperties())
         let bytes: [UInt8] = [9]
         let message = bytes.withUnsafeBytes { assembler.body($0) }
