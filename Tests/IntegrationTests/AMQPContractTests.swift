@@ -182,6 +182,44 @@ struct AMQPContractTests {
         try await origin.shutdown()
     }
 
+    /// A job over `queue.max_job_bytes` whose properties nearly fill a frame: its dead copy (with
+    /// the worker's headers) cannot be encoded, so the original is rejected as it came. The copy
+    /// was never sent, so the broker never numbered it: the next too-large job's copy must be
+    /// confirmed as the broker numbers it, and its original acked (issue 33: it was numbered one
+    /// ahead, its confirm settled nothing, and the original stayed unacked until the connection
+    /// went, then ran again).
+    @Test(.timeLimit(.minutes(2)))
+    func aDeadCopyThatCannotBeEncodedLeavesTheNextCopysConfirmInStep() async throws {
+        let configuration = try TestBroker.configuration("bigcopy")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let padding = String(repeating: "x", count: 4096)
+        let big = String(repeating: "b", count: 130_967)
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: #"{"id":"big","url":"http://a.test/","p":"\#(padding)"}"#,
+            headers: WireTable.encode([("x-big", Self.longString(big))]))
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: #"{"id":"next","url":"http://a.test/","p":"\#(padding)"}"#,
+            headers: WireTable.encode([]))
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["QUEUE_MAX_JOB_BYTES": "1024"]) { _, new in new })
+        let settled = await eventually(timeout: 20) {
+            let queues = (try? TestBroker.listQueues()) ?? [:]
+            return queues[configuration.queue.dead]?.ready == 2
+                && queues[configuration.queue.jobs].map { $0.ready + $0.unacked } == 0
+        }
+        let queues = (try? TestBroker.listQueues()) ?? [:]
+        #expect(
+            settled,
+            "dead \(String(describing: queues[configuration.queue.dead])), jobs \(String(describing: queues[configuration.queue.jobs])):\n\(worker.log.suffix(3000))"
+        )
+        #expect(!worker.log.contains("lost the broker connection"), "log:\n\(worker.log.suffix(3000))")
+        #expect(await worker.stop() == 0)
+        #expect(try AMQPPeer.depth(configuration.queue.jobs) == 0, "an original came back after the stop")
+    }
+
     /// The high-water mark of a process's resident memory (`VmHWM`), in bytes.
     static func peakResidentBytes(_ pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),

@@ -81,6 +81,14 @@ struct DeadCopyStream {
     mutating func abandon() {
         current = nil
     }
+
+    /// The copy just begun was never sent (it could not be encoded): the original is rejected when
+    /// read, and its number goes back, since the broker numbers only the publishes it receives.
+    mutating func withdraw() {
+        guard let copy = current, copy.sequence == nextSequence - 1 else { return abandon() }
+        current = nil
+        nextSequence -= 1
+    }
 }
 
 extension BrokerSession {
@@ -105,7 +113,7 @@ extension BrokerSession {
                     channel: Self.deadCopyChannel, copy, bodySize: bodySize,
                     adding: (Self.publishSequenceHeader, .int(Int64(sequence))))
             } catch  where error.code == .unencodable {
-                deadCopies.abandon()  // rejected as it came when read
+                deadCopies.withdraw()  // rejected as it came when read
             }
         } catch {
             handleLoss(error)

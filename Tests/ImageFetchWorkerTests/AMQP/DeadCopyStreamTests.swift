@@ -24,6 +24,24 @@ import Testing
         #expect(value8.isEmpty)
     }
 
+    /// A copy that could not be encoded was never sent, so the broker never numbered it: the next
+    /// copy takes its number, and the broker's confirm of that number settles the next original.
+    @Test func aWithdrawnCopyGivesItsNumberBack() {
+        var stream = DeadCopyStream()
+        _ = stream.needsChannel(epoch: 1)
+        let first = stream.begin(tag: 1, bodySize: 10)
+        stream.withdraw()
+        let firstHasCopy = stream.finished(tag: 1)
+        #expect(!firstHasCopy, "its original is rejected")
+        let second = stream.begin(tag: 2, bodySize: 10)
+        #expect(second == first)
+        _ = stream.forward(tag: 2, fragment: 10)
+        let secondHasCopy = stream.finished(tag: 2)
+        #expect(secondHasCopy)
+        let settled = stream.confirmed(sequence: first, multiple: false, ack: true)
+        #expect(settled == [.ack(2)])
+    }
+
     @Test func aReturnedNackedShortOrAbandonedCopyRejectsTheOriginal() {
         var stream = DeadCopyStream()
         _ = stream.needsChannel(epoch: 1)
