@@ -58,12 +58,22 @@ package final class OTLPExporter: Sendable {
         limits.connectTimeout = min(configuration.timeout, 5)
         limits.maxBytes = 1 << 20
         do {
-            engine = try FetchEngine(configuration: limits, addressPolicy: nil, maxConnections: 2)
+            engine = try FetchEngine(
+                configuration: limits, addressPolicy: nil, maxConnections: Self.maxExportsInFlight)
         } catch {
             throw StartupError("the trace exporter could not start: \(error.message)")
         }
         scheduleExport()
     }
+
+    /// Export requests that may be in flight at once, as many as the engine's connections.
+    package static let maxExportsInFlight = 2
+
+    /// Export requests started and not yet answered.
+    package var exportsInFlight: Int { pending.withLock { $0.exporting } }
+
+    /// Spans waiting for an export.
+    package var queuedSpans: Int { pending.withLock { $0.spans.count } }
 
     /// Exports every `scheduleDelay` seconds while the exporter exists.
     private func scheduleExport() {
@@ -90,15 +100,21 @@ package final class OTLPExporter: Sendable {
     /// Exports everything queued and waits up to `timeout` seconds for the requests to finish
     /// (before the process exits).
     package func flush(timeout: Double) {
-        queue.sync { export() }
         let deadline = Date().addingTimeInterval(timeout)
-        while pending.withLock({ $0.exporting > 0 }), Date() < deadline { usleep(10_000) }
+        repeat {
+            queue.sync { export() }
+            if pending.withLock({ $0.spans.isEmpty && $0.exporting == 0 }) { return }
+            usleep(10_000)
+        } while Date() < deadline
     }
 
-    /// Runs on `queue`.
+    /// Runs on `queue`. Starts at most ``maxExportsInFlight`` requests: while a collector is slow,
+    /// spans wait in the queue, whose size bounds them (the rest are dropped and counted), instead
+    /// of each batch holding a request of its own until the timeout.
     private func export() {
         while true {
             let (batch, dropped) = pending.withLock { pending -> ([FinishedSpan], Int) in
+                guard pending.exporting < Self.maxExportsInFlight else { return ([], 0) }
                 let batch = Array(pending.spans.prefix(configuration.maxBatchSize))
                 pending.spans.removeFirst(batch.count)
                 defer { pending.dropped = 0 }
@@ -116,7 +132,13 @@ package final class OTLPExporter: Sendable {
             request.checkAddresses = false
             // Weak: a fetch in flight must not keep the exporter (and its engine) alive.
             engine.fetch(request) { [logger, weak self] response in
-                self?.pending.withLock { $0.exporting -= 1 }
+                if let self {
+                    let batchWaits = pending.withLock { pending -> Bool in
+                        pending.exporting -= 1
+                        return pending.spans.count >= configuration.maxBatchSize
+                    }
+                    if batchWaits { queue.async { self.export() } }
+                }
                 guard let status = response.httpStatus, (200..<300).contains(status) else {
                     logger.warning(
                         "trace export failed; spans dropped",
