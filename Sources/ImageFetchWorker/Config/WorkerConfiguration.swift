@@ -127,7 +127,8 @@ package struct WorkerConfiguration: Sendable, Equatable {
             /// `fetch.opt_out.robots_error_ttl`: seconds an unreachable robots.txt (complete
             /// disallow) is kept before it is fetched again.
             package var robotsErrorTTL: Double = 600
-            /// `fetch.opt_out.robots_max_origins`: origins whose robots.txt is kept at once.
+            /// `fetch.opt_out.robots_max_origins`: origins whose robots.txt is kept at once (within
+            /// ``RobotsCache/Settings/defaultMaxRuleBytes`` of rules).
             package var robotsMaxOrigins = 10_000
             package init() {}
 

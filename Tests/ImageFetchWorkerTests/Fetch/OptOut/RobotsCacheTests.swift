@@ -29,6 +29,33 @@ import Testing
         return nil
     }
 
+    /// Each origin chooses its robots.txt: 500 KiB of short rules parse into tens of thousands, so
+    /// `capacity` origins alone do not bound the memory (issue 33). The least recently used go
+    /// first once the rules' estimated size is over `maxRuleBytes`.
+    @Test func bigRuleSetsAreEvictedByTheirSizeNotOnlyTheirCount() {
+        var text = "User-agent: *\n"
+        for index in 0..<2_000 { text += "Disallow: /p\(index)\n" }
+        let big = RobotsTxt.parse(Array(text.utf8), userAgent: "w")
+        #expect(big.rules.count == 2_000)
+        let budget = 10 * RobotsCache<Int>.cost(of: big)
+        var cache = RobotsCache<Int>(
+            .init(
+                capacity: 10_000, ttlNanoseconds: 100 * Self.second, errorTTLNanoseconds: 10 * Self.second,
+                maxRuleBytes: budget))
+        for index in 0..<50 {
+            let origin = Origin(scheme: "https", host: "h\(index).example", port: 443)
+            _ = cache.lookup(origin, waiter: index, now: UInt64(index))
+            _ = cache.fetched(origin, .rules(big), now: UInt64(index))
+            #expect(cache.ruleBytes <= budget)
+        }
+        #expect(cache.count <= 10 && cache.count >= 8, "\(cache.count) origins kept")
+        // The newest stay; the oldest went.
+        #expect(
+            Self.readyRules(cache.lookup(Origin(scheme: "https", host: "h49.example", port: 443), waiter: 0, now: 60))
+                == big)
+        #expect(Self.isFetch(cache.lookup(Origin(scheme: "https", host: "h0.example", port: 443), waiter: 0, now: 60)))
+    }
+
     @Test func theFirstJobFetchesTheOthersWaitForIt() {
         var cache = Self.cache()
         #expect(Self.isFetch(cache.lookup(Self.a, waiter: 1, now: 0)))
