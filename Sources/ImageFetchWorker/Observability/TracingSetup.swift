@@ -145,10 +145,9 @@ package enum TracingSetup {
         exporter.withLock { $0 }?.flush(timeout: timeout)
     }
 
-    /// The host of a URL, for logs (the URL itself may carry credentials).
-    static func host(_ url: String) -> Substring {
-        let rest = url.drop { $0 != "/" }.drop { $0 == "/" }
-        let authority = rest.prefix { $0 != "/" }
-        return authority.split(separator: "@").last ?? authority
+    /// The host of a URL, for logs: the URL itself may carry credentials, and a token in its query
+    /// or fragment.
+    static func host(_ url: String) -> String {
+        JobTrace.redacted(url).host ?? ""
     }
 }

@@ -208,6 +208,17 @@ import Tracing
         #expect((attributes[2]["value"] as? [String: Any])?["boolValue"] as? Bool == false)
     }
 
+    /// The "tracing on" line names the collector's host only: an endpoint may carry a token in its
+    /// query or credentials before its host (issue 33).
+    @Test func theLoggedEndpointHostCarriesNoSecret() {
+        #expect(TracingSetup.host("https://collector.example.com?api_key=SECRET") == "collector.example.com")
+        #expect(TracingSetup.host("https://c?token=SECRET/v1/traces") == "c")
+        #expect(TracingSetup.host("https://c#SECRET") == "c")
+        #expect(TracingSetup.host("http://user:SECRET@collector:4318/v1/traces") == "collector")
+        #expect(!TracingSetup.host("https://user:SE/CRET@collector/v1/traces").contains("SE"))
+        #expect(TracingSetup.host("http://[::1]:4318/v1/traces") == "::1")
+    }
+
     @Test func tracingIsOffUnlessAnEndpointIsSet() throws {
         #expect(try TracingSetup.configuration(environment: [:]) == nil)
         #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": ""]) == nil)
