@@ -10,7 +10,8 @@ import Dispatch
 ///   else the content-addressed `<sha256[0..2]>/<sha256>.<ext>` (``StorageRequest/resolvedKey``).
 /// - The upload carries `Content-Type` (the sniffed format's MIME type), `x-amz-content-sha256`
 ///   (the body's digest, which the worker already has), and the metadata `x-amz-meta-job-id` and
-///   `x-amz-meta-source-url`, made header-safe by ``S3Addressing/headerSafe(_:limit:)``.
+///   `x-amz-meta-source-url` (without its query and fragment), made header-safe by
+///   ``S3Addressing/headerSafe(_:limit:)``.
 /// - libcurl signs the request (`CURLOPT_AWS_SIGV4` = `aws:amz:<region>:s3`) with the access key
 ///   and secret; temporary credentials add `x-amz-security-token`. The keys are the configured
 ///   ones, or temporary ones from a web identity (STS) or the container credentials endpoint,
@@ -123,9 +124,7 @@ package final class S3Sink: ImageSink {
     }
 
     private func sign(_ request: inout FetchRequest, _ signer: AWSCredentials) {
-        request.awsSigV4 = signing
-        request.userPassword = signer.accessKeyID + ":" + signer.secretAccessKey
-        request.checkAddresses = false
+        S3Addressing.prepare(&request, signing: signing, credentials: signer)
     }
 
     private func upload(
@@ -156,6 +155,16 @@ package final class S3Sink: ImageSink {
 /// URLs, headers and errors of the S3 REST API, kept apart from the sink so they can be tested
 /// without a store.
 enum S3Addressing {
+    /// What every request to the endpoint gets: libcurl's SigV4 signing with the keys, no address
+    /// veto (the endpoint is the operator's, often on a private network), and so no redirect
+    /// followed: it would take `x-amz-security-token` to the host it names, unchecked.
+    static func prepare(_ request: inout FetchRequest, signing: String, credentials: AWSCredentials) {
+        request.awsSigV4 = signing
+        request.userPassword = credentials.accessKeyID + ":" + credentials.secretAccessKey
+        request.checkAddresses = false
+        request.maxRedirects = 0
+    }
+
     /// The SHA-256 of no bytes: the payload digest of a `HEAD`.
     static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -258,7 +267,9 @@ enum S3Addressing {
             "Content-Type: \(headerSafe(contentType, limit: 128))",
             "x-amz-content-sha256: \(sha256)",
             "x-amz-meta-job-id: \(headerSafe(jobID, limit: 256))",
-            "x-amz-meta-source-url: \(headerSafe(sourceURL, limit: 1024))",
+            // Without query or fragment: metadata can be public, and presigned links keep their
+            // signatures there (user info never gets this far: job URLs with it are refused).
+            "x-amz-meta-source-url: \(headerSafe(String(sourceURL.prefix { $0 != "?" && $0 != "#" }), limit: 1024))",
         ]
         if let sessionToken { headers.append("x-amz-security-token: \(headerSafe(sessionToken, limit: 8192))") }
         return headers

@@ -130,6 +130,31 @@ struct S3ConfigurationTests {
         #expect(headers.contains("x-amz-security-token: tok"))
     }
 
+    /// Object metadata can be public (a bucket or CDN that serves the images): the source URL's
+    /// query and fragment, where presigned links and tokens live, stay out of it (issue 33). The
+    /// result's `url` keeps the whole URL.
+    @Test func theSourceURLMetadataKeepsNoQueryOrFragment() {
+        let headers = S3Addressing.uploadHeaders(
+            contentType: "image/png", sha256: "ab", jobID: "j",
+            sourceURL: "https://cdn.example/a/b.png?X-Amz-Signature=SECRET&token=SECRET#SECRET", sessionToken: nil)
+        #expect(headers.contains("x-amz-meta-source-url: https://cdn.example/a/b.png"))
+        #expect(!headers.contains { $0.contains("SECRET") })
+    }
+
+    /// A redirect from the endpoint is not followed: libcurl would carry `x-amz-security-token`
+    /// (a header of ours, not its own credentials) to whatever host it names, and without the
+    /// address veto (issue 33). S3 does not redirect a correctly addressed request.
+    @Test func requestsToTheEndpointFollowNoRedirect() {
+        var head = FetchRequest(url: "https://b.s3.eu-west-1.amazonaws.com/k")
+        head.method = .head
+        S3Addressing.prepare(
+            &head, signing: "aws:amz:eu-west-1:s3",
+            credentials: AWSCredentials(accessKeyID: "AK", secretAccessKey: "SK", sessionToken: "TOKEN"))
+        #expect(head.maxRedirects == 0)
+        #expect(head.awsSigV4 == "aws:amz:eu-west-1:s3")
+        #expect(head.userPassword == "AK:SK")
+    }
+
     @Test func storeErrors() {
         let http403 = S3Addressing.storageError(for: .httpStatus(403), status: 403, bucket: "images")
         #expect(JobError(http403).code == .storageFailed && !http403.retryable && http403.message.contains("images"))
