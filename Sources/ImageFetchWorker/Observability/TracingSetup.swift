@@ -52,15 +52,22 @@ package enum TracingSetup {
             exporter.encoding = encoding
             break
         }
-        if let headers = value("OTEL_EXPORTER_OTLP_TRACES_HEADERS") ?? value("OTEL_EXPORTER_OTLP_HEADERS") {
+        let headersName =
+            value("OTEL_EXPORTER_OTLP_TRACES_HEADERS") != nil
+            ? "OTEL_EXPORTER_OTLP_TRACES_HEADERS" : "OTEL_EXPORTER_OTLP_HEADERS"
+        if let headers = value(headersName) {
             for pair in headers.split(separator: ",") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 // The value may be a credential: never echoed.
                 let name = parts.count == 2 ? ConfigText.trimmed(parts[0]) : ""
-                guard !name.isEmpty else {
-                    throw invalid("OTEL_EXPORTER_OTLP_HEADERS", "must be a list of name=value pairs")
+                guard RequestHeaders.isValidName(name) else {
+                    throw invalid(headersName, "must be a list of name=value pairs with HTTP header names")
                 }
                 let headerValue = ConfigText.trimmed(ConfigText.percentDecoded(String(parts[1])) ?? String(parts[1]))
+                // Decoded, a value could end the header and start another.
+                if let problem = RequestHeaders.valueProblem(headerValue) {
+                    throw invalid(headersName, "the value of \(name) \(problem)")
+                }
                 exporter.headers.append("\(name): \(headerValue)")
             }
         }
@@ -80,10 +87,12 @@ package enum TracingSetup {
             _ name: String, into keyPath: WritableKeyPath<OTLPExporter.Configuration, Double>
         ) throws(ConfigurationError) {
             guard let text = value(name) else { return }
-            guard let number = Double(text), number > 0, number <= 600_000 else {
-                throw invalid(name, "must be a number of milliseconds between 1 and 600000, got \"\(text)\"")
+            // Whole milliseconds, as the specification has them: a fraction of one made the export
+            // timer spin.
+            guard let number = Int(text), (1...600_000).contains(number) else {
+                throw invalid(name, "must be a whole number of milliseconds between 1 and 600000, got \"\(text)\"")
             }
-            exporter[keyPath: keyPath] = number / 1000
+            exporter[keyPath: keyPath] = Double(number) / 1000
         }
         try milliseconds("OTEL_BSP_SCHEDULE_DELAY", into: \.scheduleDelay)
         try milliseconds("OTEL_EXPORTER_OTLP_TIMEOUT", into: \.timeout)

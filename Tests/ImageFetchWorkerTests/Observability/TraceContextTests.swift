@@ -219,6 +219,22 @@ import Tracing
         #expect(TracingSetup.host("http://[::1]:4318/v1/traces") == "::1")
     }
 
+    /// Issue 33: a delay of a microsecond made the export timer spin a core; a CR LF in a header
+    /// value added a header of its own to every export request; a bad name went out as it was.
+    @Test(arguments: [
+        ["OTEL_BSP_SCHEDULE_DELAY": "0.000001"],
+        ["OTEL_BSP_SCHEDULE_DELAY": "1e-300"],
+        ["OTEL_EXPORTER_OTLP_TIMEOUT": "0.5"],
+        ["OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20s%0D%0AX-Injected:%20yes"],
+        ["OTEL_EXPORTER_OTLP_HEADERS": "Bad Name=x"],
+        ["OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=x%0Ay"],
+    ])
+    func badTracingSettingsStopTheStart(_ settings: [String: String]) {
+        var environment = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]
+        environment.merge(settings) { _, new in new }
+        #expect(throws: ConfigurationError.self) { try TracingSetup.configuration(environment: environment) }
+    }
+
     @Test func tracingIsOffUnlessAnEndpointIsSet() throws {
         #expect(try TracingSetup.configuration(environment: [:]) == nil)
         #expect(try TracingSetup.configuration(environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": ""]) == nil)
