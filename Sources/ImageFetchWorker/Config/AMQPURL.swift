@@ -81,7 +81,7 @@ extension AMQPURL {
     /// - Parameter parsing: The URL. Leading and trailing white space is ignored.
     /// - Throws: ``ConfigurationError`` naming `amqp.url` when the URL is malformed.
     package init(parsing string: String) throws(ConfigurationError) {
-        let text = ConfigText.trimmed(string)
+        let text = ConfigText.percentEncodingNonASCII(ConfigText.trimmed(string))
         func fail(_ problem: String) -> ConfigurationError {
             ConfigurationError(
                 key: Self.configurationKey,
@@ -236,7 +236,8 @@ extension AMQPURL {
     /// - Parameter text: A URL as written, possibly malformed.
     /// - Returns: The text, safe to log.
     package static func redacting(_ text: String) -> String {
-        text.split(separator: ",", omittingEmptySubsequences: false).map { entry -> String in
+        ConfigText.percentEncodingNonASCII(text).split(separator: ",", omittingEmptySubsequences: false).map {
+            entry -> String in
             let scheme = ConfigText.schemeSeparator(in: entry)
             let authorityStart = scheme?.upperBound ?? entry.startIndex
             if let at = entry.lastIndex(of: "@"), authorityStart <= at {

@@ -33,6 +33,22 @@ enum ConfigText {
 
     /// The string with `%XX` escapes decoded, or nil if an escape is malformed or the bytes are
     /// not UTF-8.
+    /// `text` with every byte outside ASCII percent-encoded. A parser that looks for `:` or `@`
+    /// by `Character` misses one that a combining mark joins to the next character; in ASCII every
+    /// such delimiter is a `Character` of its own. ``percentDecoded(_:)`` gives the bytes back.
+    static func percentEncodingNonASCII(_ text: String) -> String {
+        guard !text.utf8.allSatisfy({ $0 < 0x80 }) else { return text }
+        var out = ""
+        for byte in text.utf8 {
+            if byte < 0x80 {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += "%" + String(byte, radix: 16, uppercase: true)
+            }
+        }
+        return out
+    }
+
     static func percentDecoded(_ text: String) -> String? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)

@@ -129,11 +129,14 @@ extension ConfigurationKey {
             }, show: { String($0[keyPath: field]) }, derive: derive)
     }
 
-    static func seconds(_ name: String, _ field: Field<Double>, allowZero: Bool, help: String) -> Self {
+    /// `atLeast`: the shortest value but 0 (a repeating timer's period, which must not spin).
+    static func seconds(
+        _ name: String, _ field: Field<Double>, allowZero: Bool, atLeast: Double = 0, help: String
+    ) -> Self {
         Self(
             name, .seconds, help: help,
             apply: { content, config throws(Invalid) in
-                config[keyPath: field] = try Parse.seconds(content, allowZero: allowZero)
+                config[keyPath: field] = try Parse.seconds(content, allowZero: allowZero, atLeast: atLeast)
             }, show: { Parse.showSeconds($0[keyPath: field]) })
     }
 
@@ -274,8 +277,11 @@ enum Parse {
         return number
     }
 
-    static func seconds(_ content: ConfigContent, allowZero: Bool) throws(Invalid) -> Double {
-        let bound = allowZero ? "0 or more" : "greater than 0"
+    static func seconds(_ content: ConfigContent, allowZero: Bool, atLeast: Double = 0) throws(Invalid) -> Double {
+        let bound =
+            atLeast > 0
+            ? "\(allowZero ? "0 (off) or " : "")at least \(showSeconds(atLeast))"
+            : allowZero ? "0 or more" : "greater than 0"
         let expectation = "must be a number of seconds \(bound), up to 7 days (like 30, 2.5, 500ms or 2m)"
         let value: Double?
         switch content {
@@ -284,7 +290,8 @@ enum Parse {
         case .string(let text): value = ConfigText.seconds(text)
         default: value = nil
         }
-        guard let seconds = value, seconds.isFinite, seconds <= 86_400 * 7, allowZero ? seconds >= 0 : seconds > 0
+        guard let seconds = value, seconds.isFinite, seconds <= 86_400 * 7, allowZero ? seconds >= 0 : seconds > 0,
+            seconds == 0 || seconds >= atLeast
         else {
             throw Invalid(expectation)
         }

@@ -255,9 +255,10 @@ extension ConfigurationKey {
             "s3.endpoint", \.s3.endpoint, help: "The store's base URL; unset means AWS for s3.region.",
             check: { text throws(Invalid) in
                 guard let endpoint = S3Addressing.validateEndpoint(text) else {
+                    // Not shown: a refused endpoint may hold credentials in its user info or query.
                     throw Invalid(
-                        "must be an http:// or https:// URL with a host and no user info, path, query or fragment, like https://minio.internal:9000"
-                    )
+                        "must be an http:// or https:// URL with a host and no user info, path, query or fragment, like https://minio.internal:9000",
+                        showsValue: false)
                 }
                 return endpoint
             }),
@@ -318,11 +319,11 @@ extension ConfigurationKey {
             check: Check.logLevel),
         .choice("log.format", \.log.format, help: "Log lines as text or json."),
         .seconds(
-            "log.summary_interval", \.log.summaryInterval, allowZero: true,
-            help: "Seconds between summary lines at info; 0 turns them off."),
+            "log.summary_interval", \.log.summaryInterval, allowZero: true, atLeast: 1,
+            help: "Seconds between summary lines at info, at least 1; 0 turns them off."),
         .seconds(
-            "metrics.depth_interval", \.metrics.depthInterval, allowZero: true,
-            help: "Seconds between queue-depth samples; 0 turns them off."),
+            "metrics.depth_interval", \.metrics.depthInterval, allowZero: true, atLeast: 1,
+            help: "Seconds between queue-depth samples, at least 1; 0 turns them off."),
         .int(
             "metrics.tenants", \.metrics.tenants, in: 0...1000,
             help: "Tenants that get their own metric label (the rest are \"other\"); 0 turns tenant metrics off."),

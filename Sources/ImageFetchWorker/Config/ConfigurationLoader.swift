@@ -145,6 +145,18 @@ package enum ConfigurationLoader {
         where names[key] == names[other] {
             throw fail(key, "must differ from \(other), both are \(ConfigText.quoted(names[key] ?? ""))")
         }
+        // The delay queues are named after the jobs queue, and AMQP names stop at 255 bytes.
+        let delayQueues =
+            Set(config.retry.delays).map { Topology.retryQueueName(jobs: config.queue.jobs, delaySeconds: $0) }
+            + DeferralPolicy(config.scheduler).delays.map {
+                Topology.deferQueueName(jobs: config.queue.jobs, delaySeconds: $0)
+            }
+        if let long = delayQueues.max(by: { $0.utf8.count < $1.utf8.count }), long.utf8.count > 255 {
+            throw fail(
+                "queue.jobs",
+                "is too long for the names of its delay queues: \(ConfigText.quoted(long, limit: 60)) is \(long.utf8.count) bytes, over AMQP's 255"
+            )
+        }
         // scheduler.*: ranges that depend on worker.concurrency, checked where a value was given
         // (the default initial limit may be above a small concurrency: the limiter caps it).
         let scheduler = config.scheduler

@@ -12,6 +12,17 @@ struct AMQPURLTests {
                     tls: false, host: "broker.example", port: 5673, user: "alice", password: "s@cret", vhost: "/"))
     }
 
+    /// Issue 33: a password that begins with a combining mark made `:` and the mark one
+    /// `Character`, so no `:` was found, the whole user info became the user name (shown in logs
+    /// and errors), and the password silently became the default.
+    @Test func aPasswordStartingWithACombiningMarkStaysThePassword() throws {
+        let url = try AMQPURL(parsing: "amqp://guest:\u{0301}s3cr3tpw@127.0.0.1:5699/")
+        #expect(url.user == "guest")
+        #expect(url.password == "\u{0301}s3cr3tpw")
+        #expect(!url.description.contains("s3cr3tpw"))
+        #expect(!AMQPURL.redacting("amqp://guest:\u{0301}s3cr3tpw@127.0.0.1:5699/").contains("s3cr3tpw"))
+    }
+
     @Test func defaultURLRoundTrips() throws {
         #expect(try AMQPURL(parsing: "amqp://guest:guest@localhost:5672/%2F") == .default)
         #expect(AMQPURL.default.description == "amqp://guest:***@localhost:5672/%2F")

@@ -240,6 +240,12 @@ struct ConfigurationLoaderTests {
         ("SCHEDULER_TENANT_LIMIT", "-1", "scheduler.tenant_limit"),
         ("SCHEDULER_TENANT_HEADER", "x-\u{0A}t", "scheduler.tenant_header"),
         ("METRICS_TENANTS", "1001", "metrics.tenants"),
+        // Issue 33: a repeating timer this short never let the drain run, or flooded the log.
+        ("METRICS_DEPTH_INTERVAL", "0.000001", "metrics.depth_interval"),
+        ("LOG_SUMMARY_INTERVAL", "500ms", "log.summary_interval"),
+        // Issue 33: the name fits, but its delay queues' names (`<jobs>.retry.5s`) did not, and
+        // the declare failed on every reconnect.
+        ("QUEUE_JOBS", String(repeating: "j", count: 250), "queue.jobs"),
     ])
     func badValueNamesItsKey(_ variable: String, _ value: String, _ key: String) {
         let error = loadError([], [variable: value])
@@ -247,6 +253,13 @@ struct ConfigurationLoaderTests {
         #expect(error?.description.hasPrefix("configuration error: \(key): ") == true)
         #expect(error?.description.contains("\n") == false)
         #expect(error?.description.contains(variable) == true)
+    }
+
+    /// A refused value is shown in the line, unless it can hold a secret (issue 33).
+    @Test func aRefusedS3EndpointIsNotShownWithItsCredentials() {
+        let error = loadError([], ["S3_ENDPOINT": "http://u:topsecretvalue@minio/"])
+        #expect(error?.key == "s3.endpoint")
+        #expect(error?.description.contains("topsecretvalue") == false, "\(error?.description ?? "")")
     }
 
     @Test func imageVerifyIsStructureUnlessDecodeIsAsked() {
