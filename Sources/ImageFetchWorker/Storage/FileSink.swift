@@ -41,7 +41,8 @@ public final class FileSink: ImageSink {
     ///   - fsync: `storage.fsync`: fsync each file and its folder before completing.
     ///   - lanes: how many serial queues do the writing; at least one is used.
     ///   - writesInline: write on the caller's thread; default: when `fsync` is off.
-    /// - Throws: ``StartupError`` when the root cannot be created or resolved.
+    /// - Throws: ``StartupError`` when the root cannot be created or resolved, or is not a
+    ///   writable directory.
     public init(root: String, fsync: Bool, lanes: Int = 4, writesInline: Bool? = nil) throws(StartupError) {
         guard !root.isEmpty else { throw StartupError("the storage root is empty") }
         if let failure = FileSink.makeDirectories(root, fsyncParents: false) {
@@ -52,6 +53,14 @@ public final class FileSink: ImageSink {
         }
         self.root = String(cString: resolved)
         free(resolved)
+        // An existing root passes the mkdir: refuse here what would fail every store later.
+        var info = stat()
+        guard stat(self.root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw StartupError("the storage root is not a directory")
+        }
+        guard access(self.root, W_OK | X_OK) == 0 else {
+            throw StartupError("the storage root is not writable: \(Errno.current.text)")
+        }
         self.fsync = fsync
         self.writesInline = writesInline ?? !fsync
         self.lanes = (0..<max(1, lanes)).map { DispatchQueue(label: "image-fetch-worker.file-sink.\($0)") }
