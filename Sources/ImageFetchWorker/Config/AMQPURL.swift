@@ -200,6 +200,11 @@ extension AMQPURL {
             vhost = decoded
         }
 
+        // rabbitmq-c takes C strings: a NUL would end the name early, and log in as someone else.
+        for (part, value) in [("user name", user), ("password", password), ("vhost", vhost)]
+        where value.utf8.contains(0) {
+            throw fail("the \(part) contains a NUL (%00)")
+        }
         self.init(tls: tls, host: host, port: port, user: user, password: password, vhost: vhost)
     }
 

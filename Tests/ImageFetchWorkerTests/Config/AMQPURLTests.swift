@@ -23,6 +23,12 @@ struct AMQPURLTests {
         #expect(!AMQPURL.redacting("amqp://guest:\u{0301}s3cr3tpw@127.0.0.1:5699/").contains("s3cr3tpw"))
     }
 
+    /// Issue 33: rabbitmq-c takes C strings, so `us%00er` logged in as `us`, silently.
+    @Test(arguments: ["amqp://us%00er:pw@h/", "amqp://u:p%00w@h/", "amqp://u:pw@h/v%00h"])
+    func aNULInTheUserInfoOrVhostIsRefused(_ text: String) {
+        #expect(throws: ConfigurationError.self) { try AMQPURL(parsing: text) }
+    }
+
     @Test func defaultURLRoundTrips() throws {
         #expect(try AMQPURL(parsing: "amqp://guest:guest@localhost:5672/%2F") == .default)
         #expect(AMQPURL.default.description == "amqp://guest:***@localhost:5672/%2F")
