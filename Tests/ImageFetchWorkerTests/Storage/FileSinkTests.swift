@@ -107,20 +107,6 @@ fileprivate extension ImageSink {
         #expect(listTree(folder.path) == ["images/5e/\(Self.sha).png"])
     }
 
-    /// A storage root that is a regular file used to start the worker, and every store failed
-    /// (issue 33): it stops the start instead, with one line.
-    @Test func aRootThatIsARegularFileStopsTheStart() throws {
-        let folder = TemporaryFolder()
-        defer { folder.remove() }
-        let file = folder.path + "/plain"
-        let fd = open(file, O_CREAT | O_WRONLY, 0o644)
-        #expect(fd >= 0)
-        close(fd)
-        #expect(throws: StartupError("the storage root is not a directory")) {
-            _ = try FileSink(root: file, fsync: false)
-        }
-    }
-
     @Test func anExistingContentAddressedFileIsNotWrittenAgain() async throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
@@ -294,13 +280,30 @@ fileprivate extension ImageSink {
         #expect(readFile(sink.root + "/one") == Self.body)
     }
 
-    @Test func rootUnderARegularFileFails() throws {
-        let folder = TemporaryFolder()
-        defer { folder.remove() }
+    /// An empty regular file `plain` in `folder`.
+    private func plainFile(in folder: TemporaryFolder) -> String {
         let file = folder.path + "/plain"
         let fd = open(file, O_CREAT | O_WRONLY, 0o644)
         #expect(fd >= 0)
         close(fd)
+        return file
+    }
+
+    /// A storage root that is a regular file used to start the worker, and every store failed
+    /// (issue 33): it stops the start instead, with one line.
+    @Test func aRootThatIsARegularFileStopsTheStart() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let file = plainFile(in: folder)
+        #expect(throws: StartupError("the storage root is not a directory")) {
+            _ = try FileSink(root: file, fsync: false)
+        }
+    }
+
+    @Test func rootUnderARegularFileFails() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let file = plainFile(in: folder)
         #expect {
             _ = try FileSink(root: file + "/images", fsync: true)
         } throws: { error in
