@@ -23,6 +23,14 @@ package struct Topology: Sendable, Equatable {
         "\(jobs).defer.\(Self.compactDuration(delaySeconds))"
     }
 
+    /// The retry queues (one per distinct delay, shortest first), then the deferral queues: each
+    /// name with its delay in seconds.
+    package static func delayQueues(_ configuration: WorkerConfiguration) -> [(name: String, delaySeconds: Int)] {
+        let jobs = configuration.queue.jobs
+        return Set(configuration.retry.delays).sorted().map { (retryQueueName(jobs: jobs, delaySeconds: $0), $0) }
+            + DeferralPolicy(configuration.scheduler).delays.map { (deferQueueName(jobs: jobs, delaySeconds: $0), $0) }
+    }
+
     /// `5s`, `2m`, `1h`, `90s`: the shortest exact spelling.
     package static func compactDuration(_ seconds: Int) -> String {
         if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600)h" }
@@ -46,14 +54,7 @@ package struct Topology: Sendable, Equatable {
             Queue(name: names.jobs, arguments: jobsArguments),
         ]
         // Retry and deferral queues hold a job for their delay, then dead-letter it back to the jobs queue.
-        let delayQueues =
-            Set(configuration.retry.delays).sorted().map {
-                (Self.retryQueueName(jobs: names.jobs, delaySeconds: $0), $0)
-            }
-            + DeferralPolicy(configuration.scheduler).delays.map {
-                (Self.deferQueueName(jobs: names.jobs, delaySeconds: $0), $0)
-            }
-        for (name, delay) in delayQueues {
+        for (name, delay) in Self.delayQueues(configuration) {
             let arguments = Self.delayQueueArguments(
                 type: names.type, delayMilliseconds: Int64(delay) * 1000,
                 deadLetterRoutingKey: names.jobs)

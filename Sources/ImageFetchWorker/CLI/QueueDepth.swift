@@ -58,13 +58,7 @@ package enum QueueDepth {
     /// The queues of the topology: jobs, its retry queues, dead and results.
     package static func queueNames(_ configuration: WorkerConfiguration) -> [String] {
         let queues = configuration.queue
-        let retries = Set(configuration.retry.delays).sorted().map {
-            Topology.retryQueueName(jobs: queues.jobs, delaySeconds: $0)
-        }
-        let deferrals = DeferralPolicy(configuration.scheduler).delays.map {
-            Topology.deferQueueName(jobs: queues.jobs, delaySeconds: $0)
-        }
-        return [queues.jobs] + retries + deferrals + [queues.dead, queues.results]
+        return [queues.jobs] + Topology.delayQueues(configuration).map(\.name) + [queues.dead, queues.results]
     }
 
     /// Samples every queue on a short-lived connection.

@@ -146,11 +146,7 @@ package enum ConfigurationLoader {
             throw fail(key, "must differ from \(other), both are \(ConfigText.quoted(names[key] ?? ""))")
         }
         // The delay queues are named after the jobs queue, and AMQP names stop at 255 bytes.
-        let delayQueues =
-            Set(config.retry.delays).map { Topology.retryQueueName(jobs: config.queue.jobs, delaySeconds: $0) }
-            + DeferralPolicy(config.scheduler).delays.map {
-                Topology.deferQueueName(jobs: config.queue.jobs, delaySeconds: $0)
-            }
+        let delayQueues = Topology.delayQueues(config).map(\.name)
         if let long = delayQueues.max(by: { $0.utf8.count < $1.utf8.count }), long.utf8.count > 255 {
             throw fail(
                 "queue.jobs",

@@ -86,7 +86,7 @@ package struct JobTrace: Sendable {
         guard span.isRecording else { return Tracing.NoOpTracer.NoOpSpan(context: .topLevel) }
         var attributes = SpanAttributes()
         attributes["http.request.method"] = method
-        let redacted = Self.redacted(url)
+        let redacted = URLPolicy.redacted(url)
         attributes["url.full"] = redacted.url
         if let host = redacted.host { attributes["server.address"] = host }
         return stage("fetch", kind: .client, attributes: attributes)
@@ -148,24 +148,6 @@ package struct JobTrace: Sendable {
         attributes["messaging.operation.type"] = "send"
         attributes["messaging.destination.name"] = destination
         return stage("publish", kind: .producer, attributes: attributes)
-    }
-
-    /// `url` without user information, query or fragment (any may hold a secret), and its host.
-    package static func redacted(_ url: String) -> (url: String, host: String?) {
-        var text = Substring(url)
-        if let cut = text.firstIndex(where: { $0 == "?" || $0 == "#" }) { text = text[..<cut] }
-        guard let scheme = text.range(of: "://") else { return (String(text), nil) }
-        let afterScheme = text[scheme.upperBound...]
-        let authorityEnd = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
-        var authority = afterScheme[..<authorityEnd]
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        let host: Substring
-        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
-            host = authority[authority.index(after: authority.startIndex)..<close]
-        } else {
-            host = authority.split(separator: ":", maxSplits: 1).first ?? authority
-        }
-        return (String(text[..<scheme.upperBound]) + authority + afterScheme[authorityEnd...], String(host))
     }
 
     /// Ends the job's span; `errorCode` marks it failed with that code.

@@ -157,6 +157,6 @@ package enum TracingSetup {
     /// The host of a URL, for logs: the URL itself may carry credentials, and a token in its query
     /// or fragment.
     static func host(_ url: String) -> String {
-        JobTrace.redacted(url).host ?? ""
+        URLPolicy.redacted(url).host ?? ""
     }
 }

@@ -106,7 +106,7 @@ package final class S3Sink: ImageSink {
         // 404, another ETag) leads to the PUT, which reports what goes wrong.
         var head = FetchRequest(url: url)
         head.method = .head
-        sign(&head, signer)
+        S3Addressing.prepare(&head, signing: signing, credentials: signer)
         head.headers = ["x-amz-content-sha256: \(S3Addressing.emptySHA256)"]
         if let token = signer.sessionToken {
             head.headers.append("x-amz-security-token: \(S3Addressing.headerSafe(token, limit: 8192))")
@@ -123,10 +123,6 @@ package final class S3Sink: ImageSink {
         }
     }
 
-    private func sign(_ request: inout FetchRequest, _ signer: AWSCredentials) {
-        S3Addressing.prepare(&request, signing: signing, credentials: signer)
-    }
-
     private func upload(
         _ request: StorageRequest, url: String, location: String, signer: AWSCredentials,
         _ completion: @escaping @Sendable (Result<StoredObject, StorageError>) -> Void
@@ -134,7 +130,7 @@ package final class S3Sink: ImageSink {
         var upload = FetchRequest(url: url)
         upload.method = .put
         upload.uploadBody = request.body
-        sign(&upload, signer)
+        S3Addressing.prepare(&upload, signing: signing, credentials: signer)
         upload.headers = S3Addressing.uploadHeaders(
             contentType: request.info.format.mimeType, sha256: request.sha256, jobID: request.jobID,
             sourceURL: request.sourceURL, sessionToken: signer.sessionToken)
@@ -267,9 +263,8 @@ enum S3Addressing {
             "Content-Type: \(headerSafe(contentType, limit: 128))",
             "x-amz-content-sha256: \(sha256)",
             "x-amz-meta-job-id: \(headerSafe(jobID, limit: 256))",
-            // Without query or fragment: metadata can be public, and presigned links keep their
-            // signatures there (user info never gets this far: job URLs with it are refused).
-            "x-amz-meta-source-url: \(headerSafe(String(sourceURL.prefix { $0 != "?" && $0 != "#" }), limit: 1024))",
+            // Redacted: metadata can be public, and presigned links keep their signatures in the query.
+            "x-amz-meta-source-url: \(headerSafe(URLPolicy.redacted(sourceURL).url, limit: 1024))",
         ]
         if let sessionToken { headers.append("x-amz-security-token: \(headerSafe(sessionToken, limit: 8192))") }
         return headers

@@ -93,7 +93,6 @@ extension JobRunner {
         let timer = DispatchSource.makeTimerSource(queue: control)
         timer.schedule(deadline: .now() + min(interval, 1), repeating: interval, leeway: .milliseconds(100))
         timer.setEventHandler { [unowned self] in
-            guard !session.isBlocked else { return }
             for name in names {
                 session.queueDepth(name) { [stats, admission, jobs = configuration.queue.jobs] depth in
                     guard let depth else { return }

@@ -156,7 +156,7 @@ import Tracing
         ("http://example.com?q=1", "http://example.com", "example.com"),
     ])
     func urlsLoseCredentialsQueryAndFragment(_ url: String, _ expected: String, _ host: String) {
-        let redacted = JobTrace.redacted(url)
+        let redacted = URLPolicy.redacted(url)
         #expect(redacted.url == expected)
         #expect(redacted.host == host)
     }

@@ -18,21 +18,9 @@ import Glibc
         let port: Int
 
         init() throws {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            self.descriptor = descriptor
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-            }
-            let listening = bound == 0 && listen(descriptor, 64) == 0
-            _ = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-            }
-            port = Int(UInt16(bigEndian: address.sin_port))
-            guard listening else { throw POSIXError(.EADDRINUSE) }
+            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            port = try TestBroker.bindLoopback(descriptor)
+            guard listen(descriptor, 64) == 0 else { throw POSIXError(.EADDRINUSE) }
         }
 
         deinit { close(descriptor) }

@@ -91,6 +91,11 @@ enum TestBroker {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
         defer { close(fd) }
+        return try bindLoopback(fd)
+    }
+
+    /// Binds the TCP socket `fd` to a free port on 127.0.0.1; the port.
+    static func bindLoopback(_ fd: Int32) throws -> Int {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
