@@ -185,16 +185,26 @@ struct BrokerTLSTests {
         #expect(byAddressStatus == 1, "\(byAddress.log)")
         #expect(byAddress.log.contains("hostname verification failed"), "\(byAddress.log)")
 
-        // 4. A CA file that does not exist: named in the one line.
+        // 4. A CA file that does not exist, or a key that is not the certificate's: a configuration
+        // error at start-up (78), with the key in the one line.
         let missing = try WorkerProcess(
             environment: environment([
                 "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
                 "AMQP_TLS_CA_FILE": certificates.folder + "/missing.pem",
             ]))
-        #expect(await missing.waitForExit(timeout: 30) == 1)
+        #expect(await missing.waitForExit(timeout: 30) == 78)
         #expect(
-            missing.log.contains("amqp.tls.ca_file \(certificates.folder)/missing.pem: cannot be read"),
-            "\(missing.log)")
+            missing.log.contains("configuration error: amqp.tls.ca_file: cannot be read"), "\(missing.log)")
+        let mismatched = try WorkerProcess(
+            environment: environment([
+                "AMQP_URL": "amqps://guest:guest@localhost:\(node.tlsPort)/%2F",
+                "AMQP_TLS_CA_FILE": certificates.ca, "AMQP_TLS_CERT_FILE": certificates.clientCert,
+                "AMQP_TLS_KEY_FILE": certificates.serverKey,
+            ]))
+        #expect(await mismatched.waitForExit(timeout: 30) == 78)
+        #expect(
+            mismatched.log.contains("configuration error: amqp.tls.key_file: is not the private key"),
+            "\(mismatched.log)")
 
         // 5. verify=false connects to the wrong-CA broker, but says loudly that it is insecure.
         let insecure = try WorkerProcess(

@@ -137,4 +137,16 @@ CURLcode ifw_easy_setopt_tls_stats(CURL *_Nonnull easy, ifw_tls_stats *_Nonnull 
 /* curl_share_setopt with a long (CURLSHOPT_SHARE, CURLSHOPT_UNSHARE). */
 CURLSHcode ifw_share_setopt_long(CURLSH *_Nonnull share, CURLSHoption option, long value);
 
+/*
+ * Start-up checks of the PEM files the configuration names, read with the OpenSSL that libcurl and
+ * rabbitmq-c use (pem_check.c). An encrypted key counts as unreadable: nobody is there to type its
+ * password.
+ */
+/* The certificates in a PEM file; -1 when it cannot be opened or a PEM block in it does not parse. */
+int ifw_pem_certificate_count(const char *_Nonnull path);
+/* 1 when the file's first PEM private key parses without a password, else 0. */
+int ifw_pem_private_key_readable(const char *_Nonnull path);
+/* 1 when the first certificate of one file and the private key of the other are a pair, else 0. */
+int ifw_pem_key_matches_certificate(const char *_Nonnull certificate_path, const char *_Nonnull key_path);
+
 #endif

@@ -30,11 +30,13 @@ extension ConfigurationKey {
             help: "Heartbeat interval in seconds; 0 turns heartbeats off."),
         .optionalText(
             "amqp.tls.ca_file", \.amqp.tls.caFile,
-            help: "CA bundle (PEM) that verifies the broker; unset uses the system's."),
+            help: "CA bundle (PEM) that verifies the broker; unset uses the system's.", check: Check.pemCertificates),
         .optionalText(
-            "amqp.tls.cert_file", \.amqp.tls.certFile, help: "Client certificate (PEM), with amqp.tls.key_file."),
+            "amqp.tls.cert_file", \.amqp.tls.certFile, help: "Client certificate (PEM), with amqp.tls.key_file.",
+            check: Check.pemCertificates),
         .optionalText(
-            "amqp.tls.key_file", \.amqp.tls.keyFile, help: "Client private key (PEM), with amqp.tls.cert_file."),
+            "amqp.tls.key_file", \.amqp.tls.keyFile, help: "Client private key (PEM), with amqp.tls.cert_file.",
+            check: Check.pemPrivateKey),
         .bool("amqp.tls.verify", \.amqp.tls.verify, help: "Verify the broker's certificate and host name."),
     ]
 
@@ -128,7 +130,7 @@ extension ConfigurationKey {
             .optionalText(
                 "fetch.tls.ca_file", \.fetch.tls.caFile,
                 help: "CA bundle (PEM) that verifies the origins fetched; unset uses libcurl's system bundle.",
-                check: Check.readableFile),
+                check: Check.pemCertificates),
         ] + optOut
 
     /// Opt-out signals (docs/configuration.md, "Opt-out signals").

@@ -136,6 +136,11 @@ package enum ConfigurationLoader {
         if config.amqp.tls.keyFile != nil && config.amqp.tls.certFile == nil {
             throw fail("amqp.tls.cert_file", "must be set when amqp.tls.key_file is set", sourceOf: "amqp.tls.key_file")
         }
+        if let certificate = config.amqp.tls.certFile, let key = config.amqp.tls.keyFile,
+            !Check.pemPair(certificate: certificate, key: key)
+        {
+            throw fail("amqp.tls.key_file", "is not the private key of amqp.tls.cert_file's certificate")
+        }
         let names = [
             "queue.jobs": config.queue.jobs, "queue.results": config.queue.results, "queue.dead": config.queue.dead,
         ]

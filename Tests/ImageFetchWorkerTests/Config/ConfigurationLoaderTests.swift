@@ -108,24 +108,26 @@ struct ConfigurationLoaderTests {
     }
 
     @Test func flagSpellings() throws {
+        let pem = try TestPEMFiles.shared()
         let config = try load([
             "--fetch-max-bytes", "1000", "--fetch-max_redirects=9", "--queue-declare", "--storage-fsync", "false",
-            "--amqp-tls-ca-file", "/etc/ca.pem", "--fetch-allowed-networks", "10.0.0.0/8,fd00::/8",
+            "--amqp-tls-ca-file", pem.ca, "--fetch-allowed-networks", "10.0.0.0/8,fd00::/8",
         ])
         #expect(config.fetch.maxBytes == 1000)
         #expect(config.fetch.maxRedirects == 9)
         #expect(config.queue.declare == true)
         #expect(config.storage.fsync == false)
-        #expect(config.amqp.tls.caFile == "/etc/ca.pem")
+        #expect(config.amqp.tls.caFile == pem.ca)
         #expect(config.fetch.allowedNetworks == ["10.0.0.0/8", "fd00::/8"])
     }
 
     @Test func everyKeyFromTheEnvironment() throws {
+        let pem = try TestPEMFiles.shared()
         let config = try load(
             [],
             [
                 "AMQP_URL": "amqps://u:p@a:1/v,amqp://b", "AMQP_PREFETCH": "10", "AMQP_HEARTBEAT": "30",
-                "AMQP_TLS_CA_FILE": "/ca", "AMQP_TLS_CERT_FILE": "/cert", "AMQP_TLS_KEY_FILE": "/key",
+                "AMQP_TLS_CA_FILE": pem.ca, "AMQP_TLS_CERT_FILE": pem.certificate, "AMQP_TLS_KEY_FILE": pem.key,
                 "AMQP_TLS_VERIFY": "no",
                 "QUEUE_JOBS": "j", "QUEUE_RESULTS": "r", "QUEUE_DEAD": "d", "QUEUE_DECLARE": "0",
                 "QUEUE_TYPE": "Quorum", "QUEUE_DELIVERY_LIMIT": "9",
@@ -147,9 +149,9 @@ struct ConfigurationLoaderTests {
             ])
         #expect(config.amqp.prefetch == 10)
         #expect(config.amqp.heartbeat == 30)
-        #expect(config.amqp.tls.caFile == "/ca")
-        #expect(config.amqp.tls.certFile == "/cert")
-        #expect(config.amqp.tls.keyFile == "/key")
+        #expect(config.amqp.tls.caFile == pem.ca)
+        #expect(config.amqp.tls.certFile == pem.certificate)
+        #expect(config.amqp.tls.keyFile == pem.key)
         #expect(config.amqp.tls.verify == false)
         #expect(config.queue.jobs == "j")
         #expect(config.queue.results == "r")
@@ -226,7 +228,7 @@ struct ConfigurationLoaderTests {
         ("FETCH_USER_AGENT", "a\u{0D}\u{0A}X-Evil: 1", "fetch.user_agent"),
         ("STORAGE_PATH", " ", "storage.path"),
         ("AMQP_URL", "http://h", "amqp.url"),
-        ("AMQP_TLS_CERT_FILE", "/cert", "amqp.tls.key_file"),
+        ("AMQP_TLS_CERT_FILE", TestPEMFiles.paths.certificate, "amqp.tls.key_file"),
         ("SCHEDULER_MAX_LIMIT", "17", "scheduler.max_limit"),
         ("SCHEDULER_MIN_LIMIT", "17", "scheduler.min_limit"),
         ("SCHEDULER_INITIAL_LIMIT", "0", "scheduler.initial_limit"),

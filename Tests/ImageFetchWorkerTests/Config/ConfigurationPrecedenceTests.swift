@@ -12,9 +12,10 @@ struct ConfigurationPrecedenceTests {
         "amqp.url": ["amqp://u:p@flag/", "amqp://u:p@env/", "amqp://u:p@file/"],
         "amqp.prefetch": ["3", "4", "5"],
         "amqp.heartbeat": ["1", "2", "3"],
-        "amqp.tls.ca_file": ["/f", "/e", "/c"],
-        "amqp.tls.cert_file": ["/f", "/e", "/c"],
-        "amqp.tls.key_file": ["/f", "/e", "/c"],
+        // Real PEM files: each is read and checked at load.
+        "amqp.tls.ca_file": ["f", "e", "c"].map(TestPEMFiles.paths.certificate),
+        "amqp.tls.cert_file": ["f", "e", "c"].map(TestPEMFiles.paths.certificate),
+        "amqp.tls.key_file": ["f", "e", "c"].map(TestPEMFiles.paths.key),
         "amqp.tls.verify": ["no", "true", "false"],
         "queue.jobs": ["jf", "je", "jc"],
         "queue.results": ["rf", "re", "rc"],
@@ -40,7 +41,7 @@ struct ConfigurationPrecedenceTests {
         "fetch.allowed_hosts": ["f.example", "*.e.example", "c.example"],
         "fetch.denied_hosts": ["f.example", "e.example", "*.c.example"],
         "fetch.resolve": ["f.test:443:127.0.0.1", "e.test:80:127.0.0.2", "c.test:8080:127.0.0.3"],
-        "fetch.tls.ca_file": ["/etc/passwd", "/etc/group", "/etc/os-release"],
+        "fetch.tls.ca_file": ["f", "e", "c"].map(TestPEMFiles.paths.certificate),
         "image.verify": ["decode", "structure", "Decode"],
         "fetch.robots": ["respect", "off", "Respect"],
         "fetch.opt_out.directives": ["noai", "noml,noindex", "NoImageAI"],
@@ -87,8 +88,8 @@ struct ConfigurationPrecedenceTests {
 
     /// Other keys a key needs to be valid, set in the environment of every case.
     static let companions: [String: [String: String]] = [
-        "amqp.tls.cert_file": ["AMQP_TLS_KEY_FILE": "/k"],
-        "amqp.tls.key_file": ["AMQP_TLS_CERT_FILE": "/c"],
+        "amqp.tls.cert_file": ["AMQP_TLS_KEY_FILE": TestPEMFiles.paths.key("k")],
+        "amqp.tls.key_file": ["AMQP_TLS_CERT_FILE": TestPEMFiles.paths.certificate("k")],
         "storage.kind": ["S3_BUCKET": "images", "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"],
     ]
 

@@ -96,9 +96,7 @@ struct FetchControlsConfigTests {
 
     @Test func tlsCAFileMustBeReadable() throws {
         #expect(try load().fetch.tls.caFile == nil)
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID().uuidString).pem").path
-        try "not checked here\n".write(toFile: path, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let path = try TestPEMFiles.shared().ca
         #expect(try load(["--fetch-tls-ca-file", path]).fetch.tls.caFile == path)
         #expect(try load([], ["FETCH_TLS_CA_FILE": path]).fetch.tls.caFile == path)
         let missing = problem([], ["FETCH_TLS_CA_FILE": path + ".missing"])
