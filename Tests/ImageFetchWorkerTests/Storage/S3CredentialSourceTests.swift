@@ -110,4 +110,26 @@ import Testing
         let refused = CredentialRequests.parse(FetchResponse(httpStatus: 403, failure: .httpStatus(403)), for: source)
         #expect(throws: ConfigProblem.self) { try refused.get() }
     }
+
+    /// The STS error's `<Code>` goes into a log line: only a short code of letters, digits, '.', '_'
+    /// or '-' is copied, never a megabyte or a line break from the answer.
+    @Test func onlyAShortPlainErrorCodeIsQuoted() throws {
+        let source = AWSCredentialSource.webIdentity(
+            .init(roleARN: "r", tokenFile: "/t", sessionName: "n", stsEndpoint: "https://sts"))
+        func message(code: String) -> String {
+            let body = Array("<ErrorResponse><Error><Code>\(code)</Code></Error></ErrorResponse>".utf8)
+            let result = CredentialRequests.parse(
+                FetchResponse(httpStatus: 403, body: body, failure: .httpStatus(403)), for: source)
+            guard case .failure(let problem) = result else { return "succeeded" }
+            return problem.text
+        }
+        #expect(message(code: "AccessDenied").hasSuffix("answered HTTP 403 (AccessDenied)"))
+        for hostile in [
+            String(repeating: "A", count: 1 << 20), "Denied\nlevel=info msg=forged", "Denied \u{1B}[31m", "",
+        ] {
+            let line = message(code: hostile)
+            #expect(line.hasSuffix("answered HTTP 403"), "\(line.prefix(200))")
+            #expect(line.utf8.count < 200)
+        }
+    }
 }
