@@ -73,6 +73,10 @@ package struct OriginLimiter: Sendable, Equatable {
     private var recentNanoseconds: Double?
     private var recentSamples = 0
 
+    /// Whether the origin was ever refused or slowed down: a cut or a ceiling is what a fresh
+    /// limiter would have to learn again from more refusals.
+    package var rememberedOverload: Bool { lastCutAt != nil || ceiling != nil }
+
     /// Samples of recent latency needed before latency can cut the limit.
     static let latencySamplesNeeded = 8
 

@@ -103,7 +103,12 @@ extension OriginScheduler {
             if state.work > 0 || now &- state.lastActive <= settings.activeNanoseconds {
                 active += 1
                 if let duration = state.durationNanoseconds { durationScratch.append(duration) }
-            } else if now &- state.lastActive > settings.idleNanoseconds, state.remainingPause(now: now) == 0 {
+            } else if state.remainingPause(now: now) == 0,
+                !state.remembersOverload || now &- state.lastActive > settings.idleNanoseconds
+            {
+                // Most origins of a dataset are seen once: what they taught (a baseline, a limit
+                // above the initial one) is not worth their memory, and a fresh limiter is the more
+                // careful one. A refusal is kept for the idle time, for politeness.
                 idle.append(origin)
             }
         }

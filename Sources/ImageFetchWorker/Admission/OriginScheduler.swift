@@ -33,7 +33,8 @@ package struct OriginScheduler<Element> {
         package var overloadPauseNanoseconds: UInt64 = 1_000_000_000
         /// The longest pause that backoff reaches.
         package var maxOverloadPauseNanoseconds: UInt64 = 60_000_000_000
-        /// An origin with nothing running or waiting for this long is forgotten.
+        /// An origin that refused or slowed down (a cut limit, a backoff) is forgotten after this
+        /// long with nothing running or waiting; others once they are no longer active.
         package var idleNanoseconds: UInt64 = 300_000_000_000
         /// An origin counts as active this long after its last job; also the time over which its
         /// demand (the jobs that arrive for it) is averaged.
@@ -136,6 +137,9 @@ package struct OriginScheduler<Element> {
         }
 
         var work: Int { inFlight + waiting.count }
+
+        /// Whether it refused or slowed down since it became known: kept for ``Settings/idleNanoseconds``.
+        var remembersOverload: Bool { limiter.rememberedOverload || backoffLevel > 0 || overloadResponses > 0 }
 
         func remainingPause(now: UInt64) -> UInt64 {
             guard let pausedUntil, pausedUntil > now else { return 0 }
