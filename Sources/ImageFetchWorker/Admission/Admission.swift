@@ -176,6 +176,11 @@ package final class Admission<Element: Sendable>: Sendable {
             pumpWaitsForPermit.store(true, ordering: .releasing)
             semaphore.wait()
             pumpWaitsForPermit.store(false, ordering: .releasing)
+            // A block that came during the wait: the unblock kicks the pump again.
+            guard !isBlocked() else {
+                semaphore.signal()
+                return
+            }
             let now = clock()
             guard let ticket = scheduler.withLock({ $0.next(now: now) }) else {
                 semaphore.signal()

@@ -158,6 +158,24 @@ import Testing
         fixture.finish(fixture.recorder.started.withLock { $0[0] })
     }
 
+    /// A block that comes while the pump waits for a permit: the permit that frees it must not
+    /// start a job (it read "not blocked" before its wait).
+    @Test func aBlockWhileThePumpWaitsForAPermitStartsNothing() {
+        let fixture = Fixture(permits: 1)
+        fixture.admission.submit("a0", origin: Self.a)
+        #expect(fixture.recorder.waitForCalls(1))
+        fixture.admission.submit("a1", origin: Self.a)
+        #expect(fixture.recorder.noCall(within: 100))  // the pump now waits on the semaphore
+        fixture.setBlocked(true)
+        fixture.finish(fixture.recorder.started.withLock { $0[0] })
+        #expect(fixture.recorder.noCall(within: 200), "a job started while the broker blocks publishing")
+        #expect(fixture.admission.gauges().waiting == 1)
+        fixture.setBlocked(false)
+        #expect(fixture.recorder.waitForCalls(1))
+        #expect(fixture.recorder.startedJobs.last == "a1")
+        if let last = fixture.recorder.started.withLock({ $0.last }), last.element == "a1" { fixture.finish(last) }
+    }
+
     /// A finished fetch wakes the pump only when a job waits: with none, a kick would wake a
     /// thread for nothing, once per job.
     @Test func aFinishedFetchWithNothingWaitingDoesNotRunThePump() {
