@@ -63,6 +63,35 @@ struct CommandLineTests {
         #expect(lines.first?.contains("storage_failed") == false, "\(refused.output)")
     }
 
+    /// An operations port another process holds: one `cannot start` line that names `http.port`
+    /// and says why, not NIO's `bind(descriptor:ptr:bytes:)`, and exit 1 like the storage root.
+    @Test func anOperationsPortInUseStopsTheStartWithOneClearLine() async throws {
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(holder >= 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        #expect(bound == 0 && listen(holder, 1) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(holder, $0, &length) }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let refused = try await run(["run"], ["HTTP_HOST": "127.0.0.1", "HTTP_PORT": "\(port)"])
+        #expect(refused.status == 1, "\(refused.output)")
+        let lines = refused.output.split(separator: "\n").filter { $0.contains("cannot start") }
+        #expect(lines.count == 1, "\(refused.output)")
+        #expect(
+            lines.first?.hasSuffix("cannot start: http.port: 127.0.0.1:\(port) is in use by another process") == true,
+            "\(refused.output)")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func publishWithItsOptionsAndFlagsEitherWay() async throws {
         let configuration = try TestBroker.configuration("publish")

@@ -4,6 +4,12 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The operations endpoint on `http.port`: `GET /metrics` (Prometheus text), `GET /healthz`
 /// (200 while the worker's queues answer) and `GET /readyz` (200 only while connected and
 /// consuming). Built on SwiftNIO's HTTP/1 server; one event-loop thread.
@@ -56,9 +62,22 @@ package final class HealthServer: Sendable {
                 .wait()
         } catch {
             try? group.syncShutdownGracefully()
-            throw error
+            throw StartupError(Self.listenProblem(host: host, port: port, error: error))
         }
         logger.info("operations endpoint listening", metadata: ["address": "\(host):\(self.port)"])
+    }
+
+    /// Why the endpoint cannot listen, said as the operator fixes it rather than as NIO's `bind`.
+    static func listenProblem(host: String, port: Int, error: any Error) -> String {
+        let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let reason =
+            switch (error as? IOError)?.errnoCode {
+            case EADDRINUSE: "is in use by another process"
+            case EACCES: "needs privileges to listen on (ports below 1024)"
+            case EADDRNOTAVAIL: "is not an address of this machine (http.host)"
+            default: "cannot be listened on: \(error)"
+            }
+        return "http.port: \(address) \(reason)"
     }
 
     /// Stops serving.
