@@ -235,6 +235,9 @@ package enum ConfigurationLoader {
         return canonical
     }
 
+    /// The largest `--config` file read; configuration files are a few kilobytes.
+    static let maxConfigFileBytes = 1 << 20
+
     /// Reads and parses the file named by `--config`, if any.
     private static func loadConfigFile(
         cli: CommandLineArgumentsProvider
@@ -255,6 +258,16 @@ package enum ConfigurationLoader {
             throw ConfigurationError(
                 key: "config", problem: "\(ConfigText.quoted(path)) must end in .json, .yaml or .yml")
         }
+        // A small regular file: a FIFO or a device would hold the start, a huge file its memory.
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) is not a regular file")
+            }
+            guard info.st_size <= Self.maxConfigFileBytes else {
+                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) is larger than 1 MiB")
+            }
+        }
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -268,7 +281,12 @@ package enum ConfigurationLoader {
                 isJSON
                 ? try JSONSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
                 : try YAMLSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
+            if isJSON, let key = JSONKeyScan.firstDuplicate(in: Array(data)) {
+                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) gives \(key) twice")
+            }
             return ConfigFileProvider(file: snapshot, path: path)
+        } catch let error as ConfigurationError {
+            throw error
         } catch {
             // Only the first line: parsers may quote the offending line, which can hold a secret.
             var firstLine = String(describing: error).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+@testable import ImageFetchWorker
+
+/// The `--config` file itself (issue 33): a key given twice, and a file that is not a small
+/// regular file, stop the start with an error about `config` instead of taking one value
+/// silently or reading without end.
+@Suite("The config file")
+struct ConfigFileTests {
+    private func problem(_ contents: String) throws -> String {
+        let file = try TempConfigFile(contents: contents)
+        do {
+            _ = try ConfigurationLoader.load(arguments: ["--config", file.path], environment: [:])
+            return "loaded"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"worker": {"concurrency": 8}, "worker": {"concurrency": 9}}"#, "worker"),
+        (#"{"worker": {"concurrency": 8, "concurrency": 9}}"#, "worker.concurrency"),
+        (#"{"worker.concurrency": 8, "worker": {"concurrency": 9}}"#, "worker.concurrency"),
+        (#"{"worker": {"concurrency": 9}, "worker.concurrency": 8}"#, "worker.concurrency"),
+        (#"{"fetch": {"tls": {"ca_file": "/a"}}, "fetch.tls": {"ca_file": "/b"}}"#, "fetch.tls.ca_file"),
+        (#"{"a\u002eb": 1, "a": {"b": 2}}"#, "a.b"),
+        (#"{"retry": {"delays": ["1s"]}, "retry.delays": "2s"}"#, "retry.delays"),
+    ])
+    func aKeyGivenTwiceIsRefused(json: String, key: String) throws {
+        let line = try problem(json)
+        #expect(line.hasPrefix("configuration error: config: "), "\(line)")
+        #expect(line.contains("gives \(key) twice"), "\(line)")
+    }
+
+    @Test func keysThatOnlyLookAlikeAreFine() throws {
+        // The same name in two different objects, and names inside strings.
+        let json = #"""
+            {"worker": {"concurrency": 8}, "x": {"a": {"b": 1}, "c": {"b": 2}},
+             "fetch": {"headers": ["X-A: }", "X-B: {\"concurrency\": 1, \"worker\": {"]},
+             "note": "\"worker\": {\"concurrency\": 9} ] \\", "log": {"format": "json"}}
+            """#
+        #expect(try problem(json) == "loaded")
+    }
+
+    @Test func aFileThatIsNotASmallRegularFileIsRefused() throws {
+        let large = try TempConfigFile(contents: "{\"x\": \"" + String(repeating: "a", count: 2 << 20) + "\"}")
+        let tooLarge = Result { try ConfigurationLoader.load(arguments: ["--config", large.path], environment: [:]) }
+        #expect("\(tooLarge)".contains("is larger than 1 MiB"), "\(String("\(tooLarge)".prefix(300)))")
+
+        // A FIFO would block the start for good on its open.
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("fifo-\(UUID().uuidString).json").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        let notRegular = Result { try ConfigurationLoader.load(arguments: ["--config", fifo], environment: [:]) }
+        #expect("\(notRegular)".contains("is not a regular file"), "\(notRegular)")
+    }
+}
