@@ -197,7 +197,7 @@ package enum ConfigurationLoader {
         }
     }
 
-    // MARK: - Command line and config file
+    // MARK: - Command line (the config file: ConfigurationLoader+File.swift)
 
     /// Checks the flags and spells each one as `CommandLineArgumentsProvider` encodes its key
     /// (`--fetch-max_bytes`), so that both spellings reach the same key.
@@ -233,72 +233,6 @@ package enum ConfigurationLoader {
             canonical.append(parts.count == 2 ? spelling + "=" + parts[1] : spelling)
         }
         return canonical
-    }
-
-    /// The largest `--config` file read; configuration files are a few kilobytes.
-    static let maxConfigFileBytes = 1 << 20
-
-    /// Reads and parses the file named by `--config`, if any.
-    private static func loadConfigFile(
-        cli: CommandLineArgumentsProvider
-    ) throws(ConfigurationError) -> ConfigFileProvider? {
-        guard
-            case .stringArray(let values)? =
-                (try? cli.value(forKey: AbsoluteConfigKey(["config"]), type: .stringArray))?.value?.content
-        else { return nil }
-        let path = values.joined(separator: ",")
-        guard !path.isEmpty else {
-            throw ConfigurationError(key: "config", problem: "--config needs the path of a JSON or YAML file")
-        }
-        let isJSON: Bool
-        switch URL(fileURLWithPath: path).pathExtension.lowercased() {
-        case "json": isJSON = true
-        case "yaml", "yml": isJSON = false
-        default:
-            throw ConfigurationError(
-                key: "config", problem: "\(ConfigText.quoted(path)) must end in .json, .yaml or .yml")
-        }
-        // A small regular file: a FIFO or a device would hold the start, a huge file its memory.
-        var info = stat()
-        if stat(path, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
-                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) is not a regular file")
-            }
-            guard info.st_size <= Self.maxConfigFileBytes else {
-                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) is larger than 1 MiB")
-            }
-        }
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
-            throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) \(reason)")
-        }
-        do {
-            let name = "config file \(path)"
-            let snapshot: any ConfigSnapshot =
-                isJSON
-                ? try JSONSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
-                : try YAMLSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
-            if isJSON, let key = JSONKeyScan.firstDuplicate(in: Array(data)) {
-                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) gives \(key) twice")
-            }
-            return ConfigFileProvider(file: snapshot, path: path)
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            // Only the first line: parsers may quote the offending line, which can hold a secret.
-            var firstLine = String(describing: error).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-            if let debugDescription = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String {
-                firstLine = debugDescription  // JSONSerialization: "Unexpected end of file …"
-            }
-            if firstLine.hasSuffix(":") { firstLine.removeLast() }
-            throw ConfigurationError(
-                key: "config",
-                problem: "\(ConfigText.quoted(path)) is not valid \(isJSON ? "JSON" : "YAML"): \(firstLine.prefix(200))"
-            )
-        }
     }
 }
 
