@@ -116,9 +116,13 @@ struct Publish: ParsableCommand {
         properties.replyTo = replyTo
         properties.correlationID = correlationID
         properties.priority = priority
-        for pair in header {
-            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
-                throw ValidationError("--header takes NAME=VALUE, got \(pair)")
+        for (position, pair) in header.enumerated() {
+            // Named by position, not echoed: the argument may hold a credential.
+            guard let equals = pair.firstIndex(of: "=") else {
+                throw ValidationError("--header takes NAME=VALUE; --header \(position + 1) has no '='")
+            }
+            guard equals != pair.startIndex else {
+                throw ValidationError("--header takes NAME=VALUE; --header \(position + 1) has no name before '='")
             }
             properties.headers[String(pair[..<equals])] = .string(String(pair[pair.index(after: equals)...]))
         }

@@ -114,6 +114,13 @@ struct CommandLineTests {
         #expect(
             try await run(["publish", "--id", "x", "http://a/1", "http://a/2", "--amqp-url", url] + queues).status == 64
         )
+        // A --header without '=' is refused by its position; the argument itself, which may hold a
+        // credential ("Authorization: Bearer …"), is not echoed.
+        let noEquals = try await run(
+            ["publish", "--amqp-url", url, "http://a/1", "--header", "Authorization: Bearer s3cr3t"] + queues)
+        #expect(noEquals.status == 64, "\(noEquals.output)")
+        #expect(noEquals.output.contains("--header 1 has no '='"), "\(noEquals.output)")
+        #expect(!noEquals.output.contains("s3cr3t"), "\(noEquals.output)")
 
         let jobs = try QueueCollector(configuration, queue: configuration.queue.jobs)
         defer { jobs.close() }
