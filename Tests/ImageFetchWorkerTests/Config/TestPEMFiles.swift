@@ -3,7 +3,7 @@ import Foundation
 @testable import ImageFetchWorker
 
 /// PEM files made once per test process with `openssl`, in a folder under the temporary directory
-/// (`make test` gives the run its own and deletes it): a CA, a client certificate and its key, a
+/// that the test process removes when it exits: a CA, a client certificate and its key, a
 /// second key, an encrypted key, the CA in DER, a text file that only mentions a PEM header, and
 /// copies of the pair for tests that need distinct paths (`certificate("f")`, `key("f")`).
 struct TestPEMFiles: Sendable {
@@ -27,10 +27,13 @@ struct TestPEMFiles: Sendable {
     /// The paths even when `openssl` failed: tests that use them then fail on "cannot be read".
     static var paths: TestPEMFiles { (try? made.get()) ?? TestPEMFiles(folder: "/nonexistent-ifw-pem") }
 
+    private static let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "ifw-pem-\(UUID().uuidString.prefix(8))"
+    ).path
+
     private static func make() -> Result<TestPEMFiles, ConfigurationError> {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "ifw-pem-\(UUID().uuidString.prefix(8))"
-        ).path
+        // Removed when the test process exits, also outside `make test`'s own temporary folder.
+        atexit { try? FileManager.default.removeItem(atPath: TestPEMFiles.folder) }
         let script = """
             set -euo pipefail
             mkdir -p "$1" && cd "$1"
