@@ -31,8 +31,6 @@ enum ConfigText {
         return ascii >= UInt8(ascii: "0") && ascii <= UInt8(ascii: "9")
     }
 
-    /// The string with `%XX` escapes decoded, or nil if an escape is malformed or the bytes are
-    /// not UTF-8.
     /// `text` with every byte outside ASCII percent-encoded. A parser that looks for `:` or `@`
     /// by `Character` misses one that a combining mark joins to the next character; in ASCII every
     /// such delimiter is a `Character` of its own. ``percentDecoded(_:)`` gives the bytes back.
@@ -49,6 +47,8 @@ enum ConfigText {
         return out
     }
 
+    /// The string with `%XX` escapes decoded, or nil if an escape is malformed or the bytes are
+    /// not UTF-8.
     static func percentDecoded(_ text: String) -> String? {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)

@@ -59,7 +59,10 @@ enum CredentialRequests {
         let body = String(decoding: response.body, as: UTF8.self)
         if let failure = response.failure {
             if let status = response.httpStatus, status > 0 {
-                let code = xmlElement("Code", in: body).flatMap(plainCode).map { " (\($0))" } ?? ""
+                // Only a code shaped like a header name (AWS codes are like `AccessDenied`): it goes
+                // into a log line, so never the answer's bytes.
+                let code =
+                    xmlElement("Code", in: body).flatMap { RequestHeaders.isValidName($0) ? " (\($0))" : nil } ?? ""
                 return .failure(ConfigProblem("\(what) answered HTTP \(status)\(code)"))
             }
             return .failure(ConfigProblem("\(what) could not be reached: \(failure.message)"))
@@ -118,22 +121,6 @@ enum CredentialRequests {
     /// `application/x-www-form-urlencoded`: all but the unreserved characters as `%XX`.
     static func formEncoded(_ text: String) -> String {
         S3Addressing.uriEncode(text, keepSlash: false)
-    }
-
-    /// An error code from the answer as the log line may carry it: up to 64 letters, digits, '.',
-    /// '_' or '-' (AWS codes are like `AccessDenied`); anything else is left out.
-    private static func plainCode(_ code: String) -> String? {
-        guard (1...64).contains(code.utf8.count),
-            code.utf8.allSatisfy({ byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
-                    true
-                default: false
-                }
-            })
-        else { return nil }
-        return code
     }
 
     /// The text of the first `<name>…</name>`, with XML's five entities decoded.

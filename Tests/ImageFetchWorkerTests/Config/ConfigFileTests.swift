@@ -10,12 +10,7 @@ import Testing
 struct ConfigFileTests {
     private func problem(_ contents: String) throws -> String {
         let file = try TempConfigFile(contents: contents)
-        do {
-            _ = try ConfigurationLoader.load(arguments: ["--config", file.path], environment: [:])
-            return "loaded"
-        } catch {
-            return "\(error)"
-        }
+        return ConfigurationLoader.problem(["--config", file.path])
     }
 
     @Test(arguments: [

@@ -10,12 +10,7 @@ struct FetchControlsConfigTests {
     }
 
     private func problem(_ arguments: [String] = [], _ environment: [String: String] = [:]) -> String {
-        do {
-            _ = try load(arguments, environment)
-            return "loaded"
-        } catch {
-            return "\(error)"
-        }
+        ConfigurationLoader.problem(arguments, environment)
     }
 
     @Test func defaultsAreEmpty() throws {

@@ -11,12 +11,7 @@ import Testing
     }
 
     private func problem(_ environment: [String: String]) -> String {
-        do {
-            _ = try load(environment)
-            return "loaded"
-        } catch {
-            return "\(error)"
-        }
+        ConfigurationLoader.problem([], Self.base.merging(environment) { _, new in new })
     }
 
     @Test func staticKeysWinOverThePlatformsVariables() throws {
