@@ -54,7 +54,8 @@ extension ConfigurationLoader {
                 isJSON
                 ? try JSONSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
                 : try YAMLSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
-            if isJSON, let key = JSONKeyScan.firstDuplicate(in: Array(data)) {
+            let duplicate = isJSON ? JSONKeyScan.firstDuplicate(in: Array(data)) : YAMLKeyScan.firstDuplicate(in: data)
+            if let key = duplicate {
                 throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) gives \(key) twice")
             }
             return ConfigFileProvider(file: snapshot, path: path)

@@ -28,6 +28,25 @@ struct ConfigFileTests {
         #expect(line.contains("gives \(key) twice"), "\(line)")
     }
 
+    @Test(arguments: [
+        ("worker:\n  concurrency: 8\nworker.concurrency: 9\n", "worker.concurrency"),
+        ("worker.concurrency: 9\nworker:\n  concurrency: 8\n", "worker.concurrency"),
+        ("fetch:\n  tls:\n    ca_file: /a\nfetch.tls:\n  ca_file: /b\n", "fetch.tls.ca_file"),
+        ("retry:\n  delays: [1s]\nretry.delays: 2s\n", "retry.delays"),
+    ])
+    func aYAMLKeyGivenNestedAndDottedIsRefused(yaml: String, key: String) throws {
+        let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
+        let line = ConfigurationLoader.problem(["--config", file.path])
+        #expect(line.hasPrefix("configuration error: config: "), "\(line)")
+        #expect(line.contains("gives \(key) twice"), "\(line)")
+    }
+
+    @Test func yamlKeysThatOnlyLookAlikeAreFine() throws {
+        let yaml = "worker:\n  concurrency: 8\nx:\n  a:\n    b: 1\n  c:\n    b: 2\nlog.format: json\n"
+        let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
+        #expect(ConfigurationLoader.problem(["--config", file.path]) == "loaded")
+    }
+
     @Test func keysThatOnlyLookAlikeAreFine() throws {
         // The same name in two different objects, and names inside strings.
         let json = #"""
