@@ -120,9 +120,11 @@ _tampered = []
 
 def _tamper(source, sink, nth, mode):
     """Copies the broker's frames, giving the NTH basic.deliver the tag of the one before ("tag"),
-    or dropping its content frames ("cut")."""
+    dropping its content frames ("cut"), or dropping every publisher confirm from then on
+    ("noconfirm": a broker that stays alive but confirms nothing)."""
     buffer = b""
     delivers = 0
+    dropping_confirms = False
     previous = b"\x00" * 7 + b"\x01"
     cutting = None  # the channel whose content frames are being dropped
     try:
@@ -143,6 +145,8 @@ def _tamper(source, sink, nth, mode):
                     cutting = None
                 if frame_type in (2, 3) and channel == cutting:
                     continue  # the cut delivery's header and body
+                if dropping_confirms and frame_type == 1 and frame[7:11] in (b"\x00\x3c\x00\x50", b"\x00\x3c\x00\x78"):
+                    continue  # basic.ack, basic.nack: from the broker, only publisher confirms
                 if frame_type == 1 and frame[7:11] == b"\x00\x3c\x00\x3c":  # basic.deliver
                     delivers += 1
                     tag_at = 11 + 1 + frame[11]  # after the consumer tag (a short string)
@@ -150,7 +154,9 @@ def _tamper(source, sink, nth, mode):
                         _tampered.append(True)
                         if mode == "cut":
                             cutting = channel
-                        else:
+                        elif mode == "noconfirm":
+                            dropping_confirms = True
+                        elif mode == "tag":
                             frame[tag_at:tag_at + 8] = previous
                     previous = bytes(frame[tag_at:tag_at + 8])
                 out += bytes(frame)

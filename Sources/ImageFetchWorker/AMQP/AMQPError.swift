@@ -23,6 +23,9 @@ package struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let heartbeatTimeout = Code(rawValue: "heartbeat_timeout")
         /// An RPC got no answer in time.
         package static let timeout = Code(rawValue: "timeout")
+        /// A publish got no confirm within `amqp.confirm_timeout` while the connection was not
+        /// blocked; the worker drops the connection.
+        package static let confirmTimeout = Code(rawValue: "confirm_timeout")
         /// The broker sent what the protocol does not allow (a delivery tag that does not
         /// increase, a body larger than its header said); the worker drops the connection.
         package static let protocolViolation = Code(rawValue: "protocol_violation")

@@ -138,6 +138,32 @@ extension BrokerSession {
             timer.resume()
             heartbeatTimer = timer
         }
+        confirmWatch = ConfirmWatch(timeoutSeconds: configuration.amqp.confirmTimeout)
+        if confirmWatch.timeoutNanoseconds > 0 {
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            let interval = min(configuration.amqp.confirmTimeout / 4, 1)
+            timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(100))
+            timer.setEventHandler { [unowned self] in self.checkConfirms() }
+            timer.resume()
+            confirmTimer = timer
+        }
+    }
+
+    /// A broker that keeps the connection alive but confirms nothing would hold every job that
+    /// published in the prefetch window for good: drop the connection as if it were lost. The
+    /// broker redelivers those jobs (their results may come twice, never not at all).
+    private func checkConfirms() {
+        assertOnQueue()
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard isOpenEpoch, confirmWatch.isOverdue(oldestPublishedAt: confirms.oldestPublishedAt, now: now) else {
+            return
+        }
+        let seconds = Parse.showSeconds(configuration.amqp.confirmTimeout)
+        logger.error(
+            "the broker confirmed no publish in time; reconnecting",
+            metadata: ["unconfirmed": "\(confirms.pendingCount)", "confirm_timeout_seconds": "\(seconds)"])
+        connection?.close()
+        handleLoss(AMQPError(.confirmTimeout, operation: "publish", message: "no confirm within \(seconds) s"))
     }
 
     private func teardownSources() {
@@ -145,6 +171,8 @@ extension BrokerSession {
         readSource = nil
         heartbeatTimer?.cancel()
         heartbeatTimer = nil
+        confirmTimer?.cancel()
+        confirmTimer = nil
     }
 
     private func teardown() {

@@ -67,6 +67,9 @@ package final class BrokerSession: @unchecked Sendable {
     var readSource: (any DispatchSourceRead)?
     var heartbeatTimer: (any DispatchSourceTimer)?
     var confirms = ConfirmTracker<@Sendable (PublishOutcome) -> Void>()
+    /// The confirm timeout's clock, per connection.
+    var confirmWatch: ConfirmWatch
+    var confirmTimer: (any DispatchSourceTimer)?
     var assembler: ContentAssembler
     /// Acks go out in `multiple` runs: once per batch of work on the channel queue, and an ack
     /// stuck behind a slower job after at most 2 ms.
@@ -92,6 +95,7 @@ package final class BrokerSession: @unchecked Sendable {
         self.consume = consume
         self.lifecycle = ConnectionLifecycle(urlCount: configuration.amqp.urls.count)
         self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)
+        self.confirmWatch = ConfirmWatch(timeoutSeconds: configuration.amqp.confirmTimeout)
         let host = ProcessInfo.processInfo.hostName
         let pid = ProcessInfo.processInfo.processIdentifier
         self.consumerTag = "image-fetch-worker.\(host).\(pid)"
@@ -256,7 +260,7 @@ package final class BrokerSession: @unchecked Sendable {
             completion(.connectionLost)
             return
         }
-        let sequence = confirms.published(completion)
+        let sequence = confirms.published(completion, at: DispatchTime.now().uptimeNanoseconds)
         // basic.return carries no publish sequence number; this header ties a return to its
         // publish. Added as the message is encoded: set in `message`, it made a copy of its headers.
         do {

@@ -24,13 +24,21 @@ struct ConfirmTracker<Token> {
     private struct Entry {
         var token: Token
         var returned: Bool
+        /// When it was published (monotonic nanoseconds), for the confirm timeout.
+        var publishedAt: UInt64
     }
 
-    /// Records a publish and returns its sequence number.
-    mutating func published(_ token: Token) -> UInt64 {
+    /// When the oldest unanswered publish went out, if one is unanswered. Confirms come in order
+    /// of publishing, so the oldest is the one the broker is late with.
+    var oldestPublishedAt: UInt64? {
+        head < entries.count ? entries[head]?.publishedAt : nil
+    }
+
+    /// Records a publish made at `now` (monotonic nanoseconds) and returns its sequence number.
+    mutating func published(_ token: Token, at now: UInt64) -> UInt64 {
         let sequence = nextSequence
         nextSequence += 1
-        entries.append(Entry(token: token, returned: false))
+        entries.append(Entry(token: token, returned: false, publishedAt: now))
         pendingCount += 1
         return sequence
     }

@@ -12,6 +12,9 @@ package struct WorkerConfiguration: Sendable, Equatable {
         package var prefetch: Int = 32
         /// `amqp.heartbeat`: heartbeat interval in seconds; 0 turns heartbeats off.
         package var heartbeat: Int = 20
+        /// `amqp.confirm_timeout`: seconds a publish may wait for its confirm while the connection
+        /// is not blocked, before the worker drops the connection; 0 turns the check off.
+        package var confirmTimeout: Double = 60
         /// `amqp.tls.*`: TLS settings for `amqps://` URLs.
         package var tls: TLS = TLS()
 

@@ -12,6 +12,7 @@ struct ConfigurationPrecedenceTests {
         "amqp.url": ["amqp://u:p@flag/", "amqp://u:p@env/", "amqp://u:p@file/"],
         "amqp.prefetch": ["3", "4", "5"],
         "amqp.heartbeat": ["1", "2", "3"],
+        "amqp.confirm_timeout": ["5", "10", "15"],
         // Real PEM files: each is read and checked at load.
         "amqp.tls.ca_file": ["f", "e", "c"].map(TestPEMFiles.paths.certificate),
         "amqp.tls.cert_file": ["f", "e", "c"].map(TestPEMFiles.paths.certificate),

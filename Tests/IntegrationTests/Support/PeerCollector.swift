@@ -117,3 +117,16 @@ extension AMQPPeer {
         return try depth(url: url, queue: queue)
     }
 }
+
+extension PeerCollector {
+    /// The ids with an `ok` result.
+    var okIDs: Set<String> {
+        Set(objects.filter { $0["status"] as? String == "ok" }.compactMap { $0["id"] as? String })
+    }
+
+    /// Results beyond one per job id: redeliveries whose result had already been confirmed.
+    var duplicates: Int {
+        let ids = objects.compactMap { $0["id"] as? String }
+        return ids.count - Set(ids).count
+    }
+}

@@ -1,0 +1,30 @@
+/// Whether the broker is late with a publisher confirm: the oldest unanswered publish has waited
+/// longer than `amqp.confirm_timeout` while the connection was not blocked.
+///
+/// Without it, a broker that keeps the connection alive (heartbeats flow) but never confirms holds
+/// every job that published a result in the prefetch window for good, and the worker stalls. A
+/// blocked connection is not read by the broker, so its confirms wait for the unblock; the wait
+/// counts again from then. Pure: the session feeds it the clock.
+struct ConfirmWatch: Sendable, Equatable {
+    /// Nanoseconds a confirm may take; 0 turns the watch off.
+    let timeoutNanoseconds: UInt64
+    private(set) var isBlocked = false
+    /// When the connection was last unblocked: a wait counts from the later of this and the publish.
+    private var unblockedAt: UInt64 = 0
+
+    init(timeoutSeconds: Double) {
+        timeoutNanoseconds = timeoutSeconds > 0 ? UInt64(timeoutSeconds * 1e9) : 0
+    }
+
+    mutating func setBlocked(_ blocked: Bool, at now: UInt64) {
+        if isBlocked, !blocked { unblockedAt = now }
+        isBlocked = blocked
+    }
+
+    /// Whether the publish made at `oldestPublishedAt` (nil: none is unanswered) is overdue at `now`.
+    func isOverdue(oldestPublishedAt: UInt64?, now: UInt64) -> Bool {
+        guard timeoutNanoseconds > 0, !isBlocked, let oldestPublishedAt else { return false }
+        let since = max(oldestPublishedAt, unblockedAt)
+        return now > since && now - since >= timeoutNanoseconds
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import ImageFetchWorker
+import Testing
+
+/// A broker that misbehaves: a proxy (scripts/amqp-peer.py proxy) between the worker and the real
+/// node tampers with the first connection from its 50th delivery on, and leaves later connections
+/// alone. Results and depths are read through pika, straight from the node.
+@Suite(
+    .enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"),
+    .serialized)
+struct TamperingBrokerTests {
+    /// The proxy in `mode`, listening on a free port in front of the test broker.
+    private final class TamperingProxy {
+        let port: Int
+        private let process = Process()
+
+        init(_ configuration: WorkerConfiguration, mode: String) async throws {
+            let upstream = configuration.amqp.urls[0]
+            port = try TestBroker.freePort()
+            process.executableURL = URL(fileURLWithPath: AMQPPeer.python)
+            process.arguments = [AMQPPeer.script, "proxy", "\(port)", "\(upstream.host):\(upstream.port)", "50", mode]
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let port = port
+            #expect(await eventually(timeout: 10) { AMQPPeer.accepts(port: port) }, "the proxy never listened")
+        }
+
+        deinit {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// 300 jobs of 100 ms each through the proxy, concurrency 8, prefetch 16.
+    private func run(
+        mode: String, name: String, environment extra: [String: String] = [:],
+        check: (WorkerProcess, PeerCollector) -> Void
+    ) async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration(name)
+        defer { TestBroker.cleanUp(configuration) }
+        let ids = (0..<300).map { "\(name)\($0)" }
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/slow?ms=100&n=\($0)")) }
+            ) == ids.count)
+        let results = try PeerCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let proxy = try await TamperingProxy(configuration, mode: mode)
+
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(
+                    [
+                        "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(proxy.port)/%2F", "WORKER_CONCURRENCY": "8",
+                        "AMQP_PREFETCH": "16",
+                    ].merging(extra) { _, new in new }
+                ) { _, new in new })
+        #expect(await eventually(timeout: 90) { results.okIDs.count == ids.count }, "log:\n\(worker.log.suffix(3000))")
+        let missing = Set(ids).subtracting(results.okIDs)
+        #expect(missing.isEmpty, "\(missing.count) ids have no ok result")
+        #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
+        #expect(worker.log.components(separatedBy: "connected to the broker").count - 1 >= 2, "no reconnect")
+        // The closed channel's unacked window at most comes twice.
+        #expect(results.duplicates <= 16, "\(results.duplicates) duplicates")
+        #expect(await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 })
+        check(worker, results)
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        withExtendedLifetime(proxy) {}
+        try await origin.shutdown()
+    }
+
+    /// `tag`: the 50th delivery gets the tag of the 49th, which is still unacked (each job takes
+    /// 100 ms), a tag that does not increase. `cut`: its header and body never come, and the 51st
+    /// delivery begins in their place (issue 33: the half-built delivery was dropped unsettled,
+    /// and a later ack of several tags settled it, a job acked that never ran). The worker closes
+    /// that connection with 505 (UNEXPECTED_FRAME), reconnects, and every job is answered ok: the
+    /// deliveries of the closed channel are redelivered, none is lost.
+    @Test(.timeLimit(.minutes(3)), arguments: ["tag", "cut"])
+    func aBrokerThatBreaksTheProtocolCostsAReconnectAndLosesNothing(mode: String) async throws {
+        try await run(mode: mode, name: "violation") { worker, _ in
+            #expect(
+                worker.log.contains("the broker broke the protocol; reconnecting"), "log:\n\(worker.log.suffix(3000))")
+        }
+    }
+
+    /// From the 50th delivery on, the first connection confirms no publish, while heartbeats and
+    /// deliveries go on (issue 33: the jobs that published waited for their confirms for good,
+    /// the prefetch window filled with them, and the worker stalled). With `amqp.confirm_timeout`
+    /// at 3 s the worker drops that connection, reconnects, and every job ends ok.
+    @Test(.timeLimit(.minutes(3)))
+    func aBrokerThatConfirmsNothingCostsAReconnectAndLosesNothing() async throws {
+        try await run(mode: "noconfirm", name: "noconfirm", environment: ["AMQP_CONFIRM_TIMEOUT": "3"]) { worker, _ in
+            #expect(
+                worker.log.contains("the broker confirmed no publish in time; reconnecting"),
+                "log:\n\(worker.log.suffix(3000))")
+        }
+    }
+}
