@@ -261,4 +261,55 @@ struct BrokerBehaviourTests {
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
     }
+
+    /// A broker that takes the connection and never answers (issue 33): a SIGTERM during the login
+    /// ends the attempt and the worker exits 0 at once. Before, the drain waited on the channel
+    /// queue behind rabbitmq-c's 30 s handshake timeout, and the login's failure then stopped the
+    /// worker with exit 1.
+    @Test(.timeLimit(.minutes(2)))
+    func aSIGTERMWhileTheBrokerDoesNotAnswerEndsTheAttempt() async throws {
+        let configuration = try TestBroker.configuration("silent")
+        let port = try TestBroker.freePort()
+        let accepts = TestScratch.path("silent-accepts-\(UUID().uuidString)")
+        let listener = Process()
+        listener.executableURL = URL(fileURLWithPath: AMQPPeer.python)
+        listener.arguments = [
+            "-c",
+            """
+            import socket, sys
+            server = socket.socket()
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", \(port)))
+            server.listen(8)
+            held = []
+            while True:
+                held.append(server.accept()[0])
+                with open(sys.argv[1], "a") as log:
+                    log.write("accepted\\n")
+            """,
+            accepts,
+        ]
+        try listener.run()
+        defer {
+            kill(listener.processIdentifier, SIGKILL)
+            listener.waitUntilExit()
+        }
+        func acceptCount() -> Int {
+            ((try? String(contentsOfFile: accepts, encoding: .utf8)) ?? "").split(separator: "\n").count
+        }
+        #expect(await eventually(timeout: 10) { AMQPPeer.accepts(port: port) }, "the listener never listened")
+        let probes = acceptCount()
+
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["AMQP_URL": "amqp://guest:guest@127.0.0.1:\(port)/%2F"]) { _, new in new })
+        // The worker's socket is open and its login waits for an answer.
+        #expect(await eventually(timeout: 20) { acceptCount() > probes }, "log:\n\(worker.log.suffix(2000))")
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(worker.isRunning)
+        worker.signal(SIGTERM)
+        let status = await worker.waitForExit(timeout: 10)
+        #expect(status == 0, "log:\n\(worker.log.suffix(2000))")
+        #expect(worker.log.contains("shutdown began while connecting to the broker"), "\(worker.log.suffix(2000))")
+    }
 }

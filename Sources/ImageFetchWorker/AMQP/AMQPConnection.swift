@@ -49,9 +49,11 @@ package final class AMQPConnection {
     }
 
     /// Opens the TCP (or TLS) socket and logs in with the PLAIN mechanism.
+    /// - Parameter interrupter: attached to the socket once it is open, so that another thread
+    ///   can end the login (the caller detaches it before this connection goes away).
     package func open(
         url: AMQPURL, tls: TLSOptions, heartbeat: Int, connectTimeout: Double = 10,
-        rpcTimeout: Double = 30, connectionName: String
+        rpcTimeout: Double = 30, connectionName: String, interrupter: ConnectInterrupter? = nil
     ) throws(AMQPError) {
         if url.tls {
             guard let ssl = amqp_ssl_socket_new(state) else {
@@ -122,6 +124,9 @@ package final class AMQPConnection {
             throw error
         }
         isOpen = true
+        if let interrupter, !interrupter.attach(fileDescriptor) {
+            throw AMQPError(.interrupted, operation: "connect to \(url.host):\(url.port)", message: "shutting down")
+        }
         var rpc = timeval(seconds: rpcTimeout)
         _ = amqp_set_rpc_timeout(state, &rpc)
         _ = amqp_set_handshake_timeout(state, &rpc)
@@ -145,6 +150,9 @@ package final class AMQPConnection {
             url.user, url.password)
         if let error = AMQPError.reply(reply, operation: "login to vhost \(url.vhost) as \(url.user)") {
             isOpen = false
+            if interrupter?.isInterrupted == true {
+                throw AMQPError(.interrupted, operation: error.operation, message: "shutting down")
+            }
             throw error.code == .library || error.code == .connectionClosed
                 ? AMQPError(.login, operation: error.operation, message: error.message, replyCode: error.replyCode)
                 : error

@@ -33,6 +33,8 @@ package struct AMQPError: Error, Sendable, Hashable, CustomStringConvertible {
         /// string (exchange, routing key, a property) is over 255 bytes. Nothing of it was sent,
         /// and the connection is intact: the failure is that message's alone.
         package static let unencodable = Code(rawValue: "unencodable")
+        /// The attempt was cut short by the drain (``ConnectInterrupter``).
+        package static let interrupted = Code(rawValue: "interrupted")
         /// Anything else rabbitmq-c reported.
         package static let library = Code(rawValue: "library")
     }

@@ -23,6 +23,10 @@ extension BrokerSession {
         case .connect(let index):
             do throws(AMQPError) {
                 try connect(urlIndex: index)
+            } catch  where error.code == .interrupted {
+                logger.info("shutdown began while connecting to the broker")
+                perform(lifecycle.connectFailed(jitter: 0))
+                publishState()
             } catch {
                 let url = configuration.amqp.urls[index % configuration.amqp.urls.count]
                 logger.warning(
@@ -70,22 +74,34 @@ extension BrokerSession {
         let amqp = configuration.amqp
         let url = amqp.urls[urlIndex % amqp.urls.count]
         let connection = try AMQPConnection()
-        try connection.open(
-            url: url,
-            tls: .init(
-                caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
-                verify: amqp.tls.verify),
-            heartbeat: amqp.heartbeat, connectionName: connectionName)
-        try connection.openChannel(Self.channel)
-        try connection.confirmSelect(channel: Self.channel)
-        if configuration.queue.declare {
-            for queue in Topology(configuration: configuration).queues {
-                try declare(queue, on: connection)
+        do throws(AMQPError) {
+            try connection.open(
+                url: url,
+                tls: .init(
+                    caFile: amqp.tls.caFile, certFile: amqp.tls.certFile, keyFile: amqp.tls.keyFile,
+                    verify: amqp.tls.verify),
+                heartbeat: amqp.heartbeat, connectionName: connectionName, interrupter: interrupter)
+            try connection.openChannel(Self.channel)
+            try connection.confirmSelect(channel: Self.channel)
+            if configuration.queue.declare {
+                for queue in Topology(configuration: configuration).queues {
+                    try declare(queue, on: connection)
+                }
             }
-        }
-        if consume {
-            try connection.qos(channel: Self.channel, prefetch: amqp.prefetch)
-            _ = try connection.consume(channel: Self.channel, queue: configuration.queue.jobs, consumerTag: consumerTag)
+            if consume {
+                try connection.qos(channel: Self.channel, prefetch: amqp.prefetch)
+                _ = try connection.consume(
+                    channel: Self.channel, queue: configuration.queue.jobs, consumerTag: consumerTag)
+            }
+            guard interrupter.detach() else {
+                throw AMQPError(.interrupted, operation: "connect to \(url.host):\(url.port)", message: "shutting down")
+            }
+        } catch {
+            // Detached before the connection (and its socket) can go away.
+            interrupter.detach()
+            withExtendedLifetime(connection) {}
+            throw error.code != .interrupted && interrupter.isInterrupted
+                ? AMQPError(.interrupted, operation: error.operation, message: "shutting down") : error
         }
         self.connection = connection
         self.assembler = ContentAssembler(maxBodyBytes: configuration.queue.maxJobBytes)

@@ -67,6 +67,8 @@ package final class BrokerSession: @unchecked Sendable {
     var readSource: (any DispatchSourceRead)?
     var heartbeatTimer: (any DispatchSourceTimer)?
     var confirms = ConfirmTracker<@Sendable (PublishOutcome) -> Void>()
+    /// Ends a connection attempt when the drain begins (any thread).
+    let interrupter = ConnectInterrupter()
     /// The confirm timeout's clock, per connection.
     var confirmWatch: ConfirmWatch
     var confirmTimer: (any DispatchSourceTimer)?
@@ -279,6 +281,8 @@ package final class BrokerSession: @unchecked Sendable {
     /// Cancels the consumer (drain step 1) and calls `completion` on the channel queue when the
     /// broker has confirmed it. Deliveries that were already on their way still arrive.
     package func stopConsuming(completion: @escaping @Sendable () -> Void) {
+        // A connection attempt holds the channel queue for up to its timeouts: end it first.
+        interrupter.interrupt()
         queue.async {
             self.perform(self.lifecycle.drain())
             self.publishState()
@@ -288,6 +292,7 @@ package final class BrokerSession: @unchecked Sendable {
 
     /// Closes the channel and the connection; safe to call more than once.
     package func close() {
+        interrupter.interrupt()
         queue.sync {
             perform(lifecycle.close())
             publishState()

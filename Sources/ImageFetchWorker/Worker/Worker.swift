@@ -155,6 +155,8 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
             try session.start(retrying: true)
         } catch  where error.code == .login || error.code == .tls {
             throw error
+        } catch  where error.code == .interrupted {
+            logger.info("shutdown began while connecting to the broker")
         } catch {
             logger.warning("the broker is not reachable yet; retrying", metadata: ["error": "\(error)"])
         }
