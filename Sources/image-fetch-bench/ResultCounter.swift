@@ -25,6 +25,9 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
         var codes: [String: Int] = [:]
         /// duration_ms of each counted (post-warm-up) result.
         var durations: [Float] = []
+        /// Sums over the counted results that carry libcurl's timings: first byte, whole transfer,
+        /// and admission→result, for where a permit's time goes.
+        var phases = (count: 0, ttfb: 0.0, total: 0.0, admissionToResult: 0.0)
     }
 
     private let total: Int
@@ -73,6 +76,14 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
             }
             if tally.distinct > warmup, let duration = Self.number(in: body, after: Array(#""duration_ms":"#.utf8)) {
                 tally.durations.append(Float(duration))
+                if let ttfb = Self.number(in: body, after: Array(#""ttfb_ms":"#.utf8)),
+                    let whole = Self.number(in: body, after: Array(#""total_ms":"#.utf8))
+                {
+                    tally.phases.count += 1
+                    tally.phases.ttfb += ttfb
+                    tally.phases.total += whole
+                    tally.phases.admissionToResult += duration
+                }
             }
             if tally.distinct == total { return .allDone }
             if tally.distinct == warmup { return .warmupDone }
@@ -97,6 +108,17 @@ final class ResultCounter: BrokerSessionDelegate, @unchecked Sendable {
     /// The admission→result durations of the counted results, sorted (milliseconds).
     func sortedDurations() -> [Float] {
         tally.withLock { $0.durations.sorted() }
+    }
+
+    /// Means over the counted results with timings (milliseconds): libcurl's first byte and whole
+    /// transfer, and admission→result; nil without such results.
+    func phaseMeans() -> (ttfb: Double, total: Double, admissionToResult: Double)? {
+        tally.withLock { tally in
+            let phases = tally.phases
+            guard phases.count > 0 else { return nil }
+            let n = Double(phases.count)
+            return (phases.ttfb / n, phases.total / n, phases.admissionToResult / n)
+        }
     }
 
     func close() { session?.close() }

@@ -161,6 +161,13 @@ extension Runner {
                         name: "admission→result p50 / p99 (results)",
                         value: String(format: "%.2f / %.2f ms", p50, p99)))
             }
+            if let means = results.phaseMeans() {
+                figures.append(
+                    Figure(
+                        name: "first byte; transfer; admission→result, means (results)",
+                        value: String(
+                            format: "%.1f; %.1f; %.1f ms", means.ttfb, means.total, means.admissionToResult)))
+            }
             // Where the CPU went.
             let window = seconds
             var share: [String] = []
