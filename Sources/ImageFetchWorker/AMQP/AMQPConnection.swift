@@ -123,10 +123,12 @@ package final class AMQPConnection {
             }
             throw error
         }
-        isOpen = true
         if let interrupter, !interrupter.attach(fileDescriptor) {
+            // Not open in the protocol's sense: closing must not send connection.close and wait,
+            // with no RPC timeout set yet, for an answer that a silent peer never gives.
             throw AMQPError(.interrupted, operation: "connect to \(url.host):\(url.port)", message: "shutting down")
         }
+        isOpen = true
         var rpc = timeval(seconds: rpcTimeout)
         _ = amqp_set_rpc_timeout(state, &rpc)
         _ = amqp_set_handshake_timeout(state, &rpc)

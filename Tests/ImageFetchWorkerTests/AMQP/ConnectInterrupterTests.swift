@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+
+@testable import ImageFetchWorker
+
+/// The drain's cut of a connection attempt (issue 33), on a socket pair instead of a broker.
+@Suite struct ConnectInterrupterTests {
+    private func socketPair() throws -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        return (fds[0], fds[1])
+    }
+
+    @Test func anInterruptEndsABlockedReadOfTheAttachedSocket() async throws {
+        let (ours, peer) = try socketPair()
+        defer {
+            close(ours)
+            close(peer)
+        }
+        let interrupter = ConnectInterrupter()
+        #expect(interrupter.attach(ours))
+        let reader = Task.detached {
+            var byte: UInt8 = 0
+            return read(ours, &byte, 1)  // blocks: the peer never writes
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        interrupter.interrupt()
+        // The read returns end-of-file, and the descriptor is still ours to close.
+        #expect(await reader.value == 0)
+        #expect(fcntl(ours, F_GETFD) != -1)
+        #expect(!interrupter.detach())
+    }
+
+    @Test func afterAnInterruptNoAttemptMayBegin() throws {
+        let (ours, peer) = try socketPair()
+        defer {
+            close(ours)
+            close(peer)
+        }
+        let interrupter = ConnectInterrupter()
+        interrupter.interrupt()
+        #expect(interrupter.isInterrupted)
+        #expect(!interrupter.attach(ours))
+    }
+
+    @Test func aDetachedSocketIsLeftAlone() throws {
+        let (ours, peer) = try socketPair()
+        defer {
+            close(ours)
+            close(peer)
+        }
+        let interrupter = ConnectInterrupter()
+        #expect(interrupter.attach(ours))
+        #expect(interrupter.detach())
+        interrupter.interrupt()
+        // Still connected both ways.
+        var byte: UInt8 = 7
+        #expect(write(peer, &byte, 1) == 1)
+        #expect(read(ours, &byte, 1) == 1)
+    }
+}
