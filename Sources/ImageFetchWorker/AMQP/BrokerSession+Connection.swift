@@ -171,9 +171,9 @@ extension BrokerSession {
     private func checkConfirms() {
         assertOnQueue()
         let now = DispatchTime.now().uptimeNanoseconds
-        guard isOpenEpoch, confirmWatch.isOverdue(oldestPublishedAt: confirms.oldestPublishedAt, now: now) else {
-            return
-        }
+        guard isOpenEpoch,
+            confirmWatch.isOverdue(oldestPublishedAt: confirms.oldestPublishedAt, now: now, blocked: isBlocked)
+        else { return }
         let seconds = Parse.showSeconds(configuration.amqp.confirmTimeout)
         logger.error(
             "the broker confirmed no publish in time; reconnecting",

@@ -152,12 +152,14 @@ extension BrokerSession {
                 "the broker blocked the connection (resource alarm); admission paused",
                 metadata: ["reason": "\(blocked?.reason.stringValue ?? "")"])
             visible.withLock { $0.blocked = true }
-            confirmWatch.setBlocked(true, at: DispatchTime.now().uptimeNanoseconds)
             delegate?.session(self, blocked: true)
         case AMQP_CONNECTION_UNBLOCKED_METHOD:
             logger.notice("the broker unblocked the connection; admission resumed")
-            visible.withLock { $0.blocked = false }
-            confirmWatch.setBlocked(false, at: DispatchTime.now().uptimeNanoseconds)
+            let wasBlocked = visible.withLock { state in
+                defer { state.blocked = false }
+                return state.blocked
+            }
+            if wasBlocked { confirmWatch.unblocked(at: DispatchTime.now().uptimeNanoseconds) }
             delegate?.session(self, blocked: false)
         default:
             break

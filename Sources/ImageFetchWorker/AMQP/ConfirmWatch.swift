@@ -8,22 +8,22 @@
 struct ConfirmWatch: Sendable, Equatable {
     /// Nanoseconds a confirm may take; 0 turns the watch off.
     let timeoutNanoseconds: UInt64
-    private(set) var isBlocked = false
     /// When the connection was last unblocked: a wait counts from the later of this and the publish.
+    /// Whether it is blocked now is the session's one copy of that state (`BrokerSession.isBlocked`).
     private var unblockedAt: UInt64 = 0
 
     init(timeoutSeconds: Double) {
         timeoutNanoseconds = timeoutSeconds > 0 ? UInt64(timeoutSeconds * 1e9) : 0
     }
 
-    mutating func setBlocked(_ blocked: Bool, at now: UInt64) {
-        if isBlocked, !blocked { unblockedAt = now }
-        isBlocked = blocked
+    /// The broker unblocked the connection at `now`.
+    mutating func unblocked(at now: UInt64) {
+        unblockedAt = now
     }
 
     /// Whether the publish made at `oldestPublishedAt` (nil: none is unanswered) is overdue at `now`.
-    func isOverdue(oldestPublishedAt: UInt64?, now: UInt64) -> Bool {
-        guard timeoutNanoseconds > 0, !isBlocked, let oldestPublishedAt else { return false }
+    func isOverdue(oldestPublishedAt: UInt64?, now: UInt64, blocked: Bool) -> Bool {
+        guard timeoutNanoseconds > 0, !blocked, let oldestPublishedAt else { return false }
         let since = max(oldestPublishedAt, unblockedAt)
         return now > since && now - since >= timeoutNanoseconds
     }

@@ -27,32 +27,30 @@ import Testing
 
     @Test func aPublishIsOverdueAfterTheTimeout() {
         let watch = ConfirmWatch(timeoutSeconds: 30)
-        #expect(!watch.isOverdue(oldestPublishedAt: nil, now: 100 * second))
-        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 39 * second))
-        #expect(watch.isOverdue(oldestPublishedAt: 10 * second, now: 40 * second))
+        #expect(!watch.isOverdue(oldestPublishedAt: nil, now: 100 * second, blocked: false))
+        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 39 * second, blocked: false))
+        #expect(watch.isOverdue(oldestPublishedAt: 10 * second, now: 40 * second, blocked: false))
         // A clock that reads earlier than the publish (another thread's stamp) is not overdue.
-        #expect(!watch.isOverdue(oldestPublishedAt: 50 * second, now: 40 * second))
+        #expect(!watch.isOverdue(oldestPublishedAt: 50 * second, now: 40 * second, blocked: false))
     }
 
     @Test func zeroTurnsTheWatchOff() {
         let watch = ConfirmWatch(timeoutSeconds: 0)
         #expect(watch.timeoutNanoseconds == 0)
-        #expect(!watch.isOverdue(oldestPublishedAt: 0, now: 1_000_000 * second))
+        #expect(!watch.isOverdue(oldestPublishedAt: 0, now: 1_000_000 * second, blocked: false))
     }
 
     /// A blocked connection is not read by the broker: its confirms wait with it, and the wait
     /// counts again from the unblock.
     @Test func aBlockStopsTheClockAndTheUnblockRestartsIt() {
         var watch = ConfirmWatch(timeoutSeconds: 30)
-        watch.setBlocked(true, at: 15 * second)
-        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 500 * second))
-        watch.setBlocked(false, at: 500 * second)
-        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 529 * second))
-        #expect(watch.isOverdue(oldestPublishedAt: 10 * second, now: 530 * second))
+        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 500 * second, blocked: true))
+        watch.unblocked(at: 500 * second)
+        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 529 * second, blocked: false))
+        #expect(watch.isOverdue(oldestPublishedAt: 10 * second, now: 530 * second, blocked: false))
         // A publish after the unblock counts from itself.
-        #expect(!watch.isOverdue(oldestPublishedAt: 510 * second, now: 530 * second))
-        // A second unblock without a block moves nothing.
-        watch.setBlocked(false, at: 600 * second)
-        #expect(watch.isOverdue(oldestPublishedAt: 10 * second, now: 600 * second))
+        #expect(!watch.isOverdue(oldestPublishedAt: 510 * second, now: 530 * second, blocked: false))
+        // Blocked again: the clock stops again.
+        #expect(!watch.isOverdue(oldestPublishedAt: 10 * second, now: 600 * second, blocked: true))
     }
 }

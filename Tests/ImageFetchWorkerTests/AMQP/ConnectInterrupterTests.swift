@@ -5,18 +5,27 @@ import Testing
 
 /// The drain's cut of a connection attempt (issue 33), on a socket pair instead of a broker.
 @Suite struct ConnectInterrupterTests {
-    private func socketPair() throws -> (Int32, Int32) {
-        var fds: [Int32] = [-1, -1]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
-        return (fds[0], fds[1])
-    }
+    /// A connected pair of sockets, closed when it goes away.
+    private final class SocketPair {
+        let ours: Int32
+        let peer: Int32
 
-    @Test func anInterruptEndsABlockedReadOfTheAttachedSocket() async throws {
-        let (ours, peer) = try socketPair()
-        defer {
+        init() {
+            var fds: [Int32] = [-1, -1]
+            #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+            (ours, peer) = (fds[0], fds[1])
+        }
+
+        deinit {
             close(ours)
             close(peer)
         }
+    }
+
+    @Test func anInterruptEndsABlockedReadOfTheAttachedSocket() async throws {
+        let pair = SocketPair()
+        defer { withExtendedLifetime(pair) {} }
+        let (ours, peer) = (pair.ours, pair.peer)
         let interrupter = ConnectInterrupter()
         #expect(interrupter.attach(ours))
         let reader = Task.detached {
@@ -32,11 +41,9 @@ import Testing
     }
 
     @Test func afterAnInterruptNoAttemptMayBegin() throws {
-        let (ours, peer) = try socketPair()
-        defer {
-            close(ours)
-            close(peer)
-        }
+        let pair = SocketPair()
+        defer { withExtendedLifetime(pair) {} }
+        let (ours, peer) = (pair.ours, pair.peer)
         let interrupter = ConnectInterrupter()
         interrupter.interrupt()
         #expect(interrupter.isInterrupted)
@@ -44,11 +51,9 @@ import Testing
     }
 
     @Test func aDetachedSocketIsLeftAlone() throws {
-        let (ours, peer) = try socketPair()
-        defer {
-            close(ours)
-            close(peer)
-        }
+        let pair = SocketPair()
+        defer { withExtendedLifetime(pair) {} }
+        let (ours, peer) = (pair.ours, pair.peer)
         let interrupter = ConnectInterrupter()
         #expect(interrupter.attach(ours))
         #expect(interrupter.detach())
