@@ -146,7 +146,13 @@ RESULTS_MODE="${BENCH_RESULTS:-during}"
 [[ -n ${BENCH_RESULTS:-} ]] && COMMAND="BENCH_RESULTS=$BENCH_RESULTS $COMMAND"
 
 # --- Dependencies -------------------------------------------------------------------------------
-scripts/deps.sh
+# The Swift driver leaves an empty TemporaryDirectory.* in TMPDIR at every call (about six a run
+# here): its calls get a folder of their own, removed on exit.
+SWIFT_TMP="$(mktemp -d "${TMPDIR:-/tmp}/ifw-bench-swift.XXXXXX")"
+trap 'rm -rf "$SWIFT_TMP"' EXIT
+swift() { TMPDIR="$SWIFT_TMP" command swift "$@"; }
+
+TMPDIR="$SWIFT_TMP" scripts/deps.sh
 # The benchmark's own tools, not needed to build or test: wrk (the JPEG origin's own rate), cjpeg
 # (libjpeg-turbo-progs, to make the 3 MB JPEG) and OpenSSL's headers (the C floor's SHA-256).
 # Without them jpeg16 falls back to curl, or is skipped, and floor32 is skipped.
@@ -170,7 +176,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # --- Build --------------------------------------------------------------------------------------
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
   say "building the release binaries (scripts/release-build.sh)"
-  scripts/release-build.sh
+  TMPDIR="$SWIFT_TMP" scripts/release-build.sh
 fi
 BIN="$(swift build -c release --show-bin-path)"
 [[ -x $BIN/image-fetch-worker && -x $BIN/image-fetch-bench ]] || die "no release build in $BIN"
@@ -199,6 +205,7 @@ cleanup() {
   if [[ -d $WORK/rabbitmq ]]; then
     rabbit stop >/dev/null 2>&1 || true
   fi
+  rm -rf "$SWIFT_TMP"
   if [[ -n ${BENCH_KEEP:-} ]]; then
     say "kept $WORK"
   else

@@ -51,12 +51,17 @@ if ! command -v valgrind >/dev/null 2>&1; then
     die "valgrind is missing and could not be installed"
 fi
 
+# The Swift driver leaves an empty TemporaryDirectory.* in TMPDIR at every call: its calls get a
+# folder of their own, removed on exit (scripts/bench.sh does the same for its own).
+SWIFT_TMP="$(mktemp -d "${TMPDIR:-/tmp}/ifw-callgrind-swift.XXXXXX")"
+trap 'rm -rf "$SWIFT_TMP"' EXIT
+
 if [[ -z ${BENCH_NO_BUILD:-} ]]; then
-  scripts/deps.sh
+  TMPDIR="$SWIFT_TMP" scripts/deps.sh
   say "building the release binaries (scripts/release-build.sh)"
-  scripts/release-build.sh
+  TMPDIR="$SWIFT_TMP" scripts/release-build.sh
 fi
-BIN="$(swift build -c release --show-bin-path)"
+BIN="$(TMPDIR="$SWIFT_TMP" swift build -c release --show-bin-path)"
 WORKER="${CALLGRIND_WORKER:-$BIN/image-fetch-worker}"
 [[ -x $WORKER ]] || die "no worker binary at $WORKER"
 
