@@ -25,7 +25,7 @@ import Testing
     @Test func anInterruptEndsABlockedReadOfTheAttachedSocket() async throws {
         let pair = SocketPair()
         defer { withExtendedLifetime(pair) {} }
-        let (ours, peer) = (pair.ours, pair.peer)
+        let ours = pair.ours
         let interrupter = ConnectInterrupter()
         #expect(interrupter.attach(ours))
         let reader = Task.detached {
@@ -43,7 +43,7 @@ import Testing
     @Test func afterAnInterruptNoAttemptMayBegin() throws {
         let pair = SocketPair()
         defer { withExtendedLifetime(pair) {} }
-        let (ours, peer) = (pair.ours, pair.peer)
+        let ours = pair.ours
         let interrupter = ConnectInterrupter()
         interrupter.interrupt()
         #expect(interrupter.isInterrupted)
