@@ -121,10 +121,13 @@ _tampered = []
 def _tamper(source, sink, nth, mode):
     """Copies the broker's frames, giving the NTH basic.deliver the tag of the one before ("tag"),
     dropping its content frames ("cut"), or dropping every publisher confirm from then on
-    ("noconfirm": a broker that stays alive but confirms nothing)."""
+    ("noconfirm": a broker that stays alive but confirms nothing). "noconfirm-dead" drops, on the
+    first connection that gets one, every publisher confirm on channel 3, where the worker
+    publishes the dead copies of too-large jobs."""
     buffer = b""
     delivers = 0
     dropping_confirms = False
+    dropping_dead_confirms = False
     previous = b"\x00" * 7 + b"\x01"
     cutting = None  # the channel whose content frames are being dropped
     try:
@@ -145,8 +148,15 @@ def _tamper(source, sink, nth, mode):
                     cutting = None
                 if frame_type in (2, 3) and channel == cutting:
                     continue  # the cut delivery's header and body
-                if dropping_confirms and frame_type == 1 and frame[7:11] in (b"\x00\x3c\x00\x50", b"\x00\x3c\x00\x78"):
+                confirm = frame_type == 1 and frame[7:11] in (b"\x00\x3c\x00\x50", b"\x00\x3c\x00\x78")
+                if dropping_confirms and confirm:
                     continue  # basic.ack, basic.nack: from the broker, only publisher confirms
+                if mode == "noconfirm-dead" and confirm and channel == 3:
+                    if not _tampered:
+                        _tampered.append(True)
+                        dropping_dead_confirms = True
+                    if dropping_dead_confirms:
+                        continue
                 if frame_type == 1 and frame[7:11] == b"\x00\x3c\x00\x3c":  # basic.deliver
                     delivers += 1
                     tag_at = 11 + 1 + frame[11]  # after the consumer tag (a short string)

@@ -97,4 +97,43 @@ struct TamperingBrokerTests {
                 "log:\n\(worker.log.suffix(3000))")
         }
     }
+
+    /// The dead copy of a too-large job goes out on a channel of its own (3). A broker that
+    /// confirms nothing there, and no other job to publish on channel 1, held that job unacked
+    /// until the connection ended: the confirm timeout watched channel 1's publishes only. With
+    /// `amqp.confirm_timeout` at 3 s the worker now drops that connection too; the job comes again,
+    /// its copy is confirmed on the next connection, and the original is acked.
+    @Test(.timeLimit(.minutes(2)))
+    func aBrokerThatConfirmsNoDeadCopyCostsAReconnectAndLosesNothing() async throws {
+        let configuration = try TestBroker.configuration("deadnoconfirm")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let padding = String(repeating: "x", count: 100_000)
+        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]))
+        let proxy = try await TamperingProxy(configuration, mode: "noconfirm-dead")
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(
+                    [
+                        "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(proxy.port)/%2F", "QUEUE_MAX_JOB_BYTES": "65536",
+                        "AMQP_CONFIRM_TIMEOUT": "3",
+                    ]
+                ) { _, new in new })
+        let reconnecting = "the broker confirmed no publish in time; reconnecting"
+        #expect(
+            await eventually(timeout: 30) { worker.log.contains(reconnecting) }, "log:\n\(worker.log.suffix(3000))")
+        let jobs = configuration.queue.jobs
+        #expect(
+            await eventually(timeout: 20) {
+                guard let queue = try? TestBroker.listQueues()[jobs] else { return false }
+                return queue.ready == 0 && queue.unacked == 0
+            }, "the job was not settled on the next connection")
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        #expect((try? AMQPPeer.depth(jobs)) == 0, "the job went back to the queue")
+        #expect((try? AMQPPeer.depth(configuration.queue.dead)).map { $0 >= 1 } == true, "no dead copy")
+        withExtendedLifetime(proxy) {}
+    }
 }

@@ -167,17 +167,22 @@ extension BrokerSession {
 
     /// A broker that keeps the connection alive but confirms nothing would hold every job that
     /// published in the prefetch window for good: drop the connection as if it were lost. The
-    /// broker redelivers those jobs (their results may come twice, never not at all).
+    /// broker redelivers those jobs (their results may come twice, never not at all). The dead
+    /// copies of too-large jobs, on their own channel, are watched the same way.
     private func checkConfirms() {
         assertOnQueue()
         let now = DispatchTime.now().uptimeNanoseconds
-        guard isOpenEpoch,
-            confirmWatch.isOverdue(oldestPublishedAt: confirms.oldestPublishedAt, now: now, blocked: isBlocked)
-        else { return }
+        let oldest = [confirms.oldestPublishedAt, deadCopies.oldestUnconfirmedAt].compactMap { $0 }.min()
+        guard isOpenEpoch, confirmWatch.isOverdue(oldestPublishedAt: oldest, now: now, blocked: isBlocked) else {
+            return
+        }
         let seconds = Parse.showSeconds(configuration.amqp.confirmTimeout)
         logger.error(
             "the broker confirmed no publish in time; reconnecting",
-            metadata: ["unconfirmed": "\(confirms.pendingCount)", "confirm_timeout_seconds": "\(seconds)"])
+            metadata: [
+                "unconfirmed": "\(confirms.pendingCount + deadCopies.unconfirmedCount)",
+                "confirm_timeout_seconds": "\(seconds)",
+            ])
         connection?.close()
         handleLoss(AMQPError(.confirmTimeout, operation: "publish", message: "no confirm within \(seconds) s"))
     }

@@ -15,9 +15,9 @@ struct DeadCopyStream {
     private var nextSequence: UInt64 = 1
     /// The copy being streamed: its job's delivery tag, the body bytes still to send, its number.
     private(set) var current: (tag: UInt64, remaining: UInt64, sequence: UInt64)?
-    /// Copies sent whole and not yet confirmed: sequence → the original's tag, and whether the
-    /// broker returned the copy (unroutable).
-    private var pending: [UInt64: (tag: UInt64, returned: Bool)] = [:]
+    /// Copies sent whole and not yet confirmed: sequence → the original's tag, when the copy was
+    /// sent whole, and whether the broker returned it (unroutable).
+    private var pending: [UInt64: (tag: UInt64, sentAt: UInt64, returned: Bool)] = [:]
 
     /// What to do with an original once its copy is answered.
     enum Settle: Equatable {
@@ -52,16 +52,27 @@ struct DeadCopyStream {
         return count
     }
 
-    /// The original `tag` has been read whole: true when its copy was sent whole and now waits
-    /// for its confirm (the caller then settles it on ``confirmed(sequence:multiple:ack:)``),
+    /// The original `tag` has been read whole at `now`: true when its copy was sent whole and now
+    /// waits for its confirm (the caller then settles it on ``confirmed(sequence:multiple:ack:)``),
     /// false when it has no copy and must be rejected now.
-    mutating func finished(tag: UInt64) -> Bool {
+    mutating func finished(tag: UInt64, now: UInt64) -> Bool {
         guard let copy = current, copy.tag == tag else { return false }
         current = nil
         guard copy.remaining == 0 else { return false }
-        pending[copy.sequence] = (tag, false)
+        pending[copy.sequence] = (tag, now, false)
         return true
     }
+
+    /// When the copy that has waited longest for its confirm was sent whole; nil: none waits. The
+    /// confirm timeout watches these as it watches the results (a broker that confirms nothing on
+    /// this channel would otherwise hold their originals unacked for as long as the connection
+    /// lives).
+    var oldestUnconfirmedAt: UInt64? {
+        pending.values.lazy.map(\.sentAt).min()
+    }
+
+    /// How many copies wait for their confirm.
+    var unconfirmedCount: Int { pending.count }
 
     /// A copy came back in a `basic.return` (its confirm follows).
     mutating func returned(sequence: UInt64) {

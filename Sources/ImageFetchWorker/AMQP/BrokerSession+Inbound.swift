@@ -205,7 +205,7 @@ extension BrokerSession {
                 "error_code": "\(JobError.Code.jobTooLarge)", "bytes": "\(bodySize)", "limit": "\(limit)",
                 "message_id": "\(delivery.properties.messageID ?? "")",
             ])
-        if deadCopies.finished(tag: delivery.tag) {
+        if deadCopies.finished(tag: delivery.tag, now: DispatchTime.now().uptimeNanoseconds) {
             delegate?.session(self, didRejectOversized: delivery, bodySize: bodySize)
             return
         }
