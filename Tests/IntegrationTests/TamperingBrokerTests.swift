@@ -3,8 +3,9 @@ import ImageFetchWorker
 import Testing
 
 /// A broker that misbehaves: a proxy (scripts/amqp-peer.py proxy) between the worker and the real
-/// node tampers with the first connection from its 50th delivery on, and leaves later connections
-/// alone. Results and depths are read through pika, straight from the node.
+/// node tampers with the first connection, from its 50th delivery on (or from the first confirm of
+/// a dead copy, `noconfirm-dead`), and leaves later connections alone. Results and depths are read
+/// through pika, straight from the node.
 @Suite(
     .enabled(if: TestBroker.isAvailable, "needs the RabbitMQ that `make test` starts"),
     .serialized)
