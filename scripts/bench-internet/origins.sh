@@ -223,10 +223,11 @@ internet_img2dataset() {
     return 0
   fi
   versions="$VERSIONS; $("$venv/bin/python" -c 'import sys; from importlib.metadata import version as v; print("Python", sys.version.split()[0] + ", img2dataset", v("img2dataset"))')"
-  mkdir -p "$INTERNET_DIR/$name"
+  # wandb, which img2dataset imports, leaves folders in TMPDIR: give it the run's own.
+  mkdir -p "$INTERNET_DIR/$name/tmp"
   say "scenario $spec (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   mark="$(internet_mark)"
-  if ! "$venv/bin/python" scripts/bench-internet/img2dataset-run.py --img2dataset "$venv/bin/img2dataset" \
+  if ! TMPDIR="$INTERNET_DIR/$name/tmp" "$venv/bin/python" scripts/bench-internet/img2dataset-run.py --img2dataset "$venv/bin/img2dataset" \
     --jobs-file "$INTERNET_DIR/jobs.tsv" --jobs "$jobs" --work-dir "$INTERNET_DIR/$name" --ca "$INTERNET_CA" \
     --rows "$WORK/rows-$name-1.tsv" --markdown "$WORK/section-$name-1.md" --command "$COMMAND" --versions "$versions"; then
     failed+=("$name")
