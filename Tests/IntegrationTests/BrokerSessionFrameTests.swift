@@ -78,6 +78,46 @@ struct BrokerSessionFrameTests {
         func session(_ session: BrokerSession, blocked: Bool) {}
     }
 
+    /// A short string (the routing key, or a property such as `correlation_id`) takes 255 bytes
+    /// at most: one byte longer is that message's failure, before a byte of it is sent; at 255
+    /// bytes the message goes out.
+    @Test(
+        .timeLimit(.minutes(1)), arguments: ["routing key", "content type", "message id", "correlation id", "reply to"])
+    func aShortStringOver255BytesFailsThatPublishOnly(field: String) async throws {
+        let configuration = try TestBroker.configuration("short-string")
+        defer { TestBroker.cleanUp(configuration) }
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let session = BrokerSession(
+            configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
+            consume: false)
+        try session.start(retrying: false)
+        defer { session.close() }
+        func message(length: Int) -> OutboundMessage {
+            let text = String(repeating: "k", count: length)
+            var message = Self.message(to: field == "routing key" ? text : configuration.queue.jobs)
+            switch field {
+            case "content type": message.properties.contentType = text
+            case "message id": message.properties.messageID = text
+            case "correlation id": message.properties.correlationID = text
+            case "reply to": message.properties.replyTo = text
+            default: break
+            }
+            return message
+        }
+        let (longest, oneOver) = (message(length: 255), message(length: 256))
+        let fits = OutcomeBox()
+        let tooLong = OutcomeBox()
+        session.queue.async {
+            session.publishOnQueue(longest) { fits.report($0) }
+            session.publishOnQueue(oneOver) { tooLong.report($0) }
+        }
+        // A 255-byte routing key names no queue: the broker returns that message, unroutable.
+        let fitting = await fits.wait(timeout: 5)
+        #expect(fitting == (field == "routing key" ? .returned : .confirmed))
+        #expect(await tooLong.wait(timeout: 5) == .unencodable)
+        #expect(session.isConnected)
+    }
+
     /// A message whose properties cannot be encoded in one frame (`frame_max`, 128 KiB) is that
     /// message's failure: it is refused before a byte of it is sent, and the connection, the
     /// confirms of the other publishes and the deliveries in flight are not touched.

@@ -281,12 +281,12 @@ package final class AMQPConnection {
         func refuse(_ why: String) -> AMQPError {
             AMQPError(.unencodable, operation: "basic.publish to \(message.routingKey.prefix(64))", message: why)
         }
-        let shortStrings = [
-            message.exchange, message.routingKey, message.properties.contentType ?? "",
-            message.properties.messageID ?? "", message.properties.correlationID ?? "",
-            message.properties.replyTo ?? "",
-        ]
-        if shortStrings.contains(where: { $0.utf8.count > 255 }) {
+        // One by one, not as an array: this runs on every publish, and the array was an allocation.
+        func tooLong(_ text: String?) -> Bool { (text?.utf8.count ?? 0) > 255 }
+        let given = message.properties
+        if tooLong(message.exchange) || tooLong(message.routingKey) || tooLong(given.contentType)
+            || tooLong(given.messageID) || tooLong(given.correlationID) || tooLong(given.replyTo)
+        {
             throw refuse("a short string (exchange, routing key or property) is over 255 bytes")
         }
         // The header frame's payload: its 7-byte frame header, end byte, class, weight and body size.
