@@ -95,6 +95,33 @@ struct FetchTLSTests {
         #expect(engine.tlsCounts.resumedSessions == 3)
     }
 
+    /// libcurl 7.88's shared session cache keeps the 8 sessions used last: the engine keeps its
+    /// own, so a reconnection resumes after connections to a dozen other origins too.
+    @Test("a TLS session is resumed after connections to more origins than libcurl's cache holds")
+    func sessionResumedAfterManyOrigins() async throws {
+        let others = (1...12).map { "other\($0).test" }
+        let origin = try TLSOrigin.start(names: ["first.test"] + others, options: .init(http2: false))
+        defer { origin.shutdown() }
+        let engine = try Self.engine(origin)
+        defer { engine.shutdown() }
+        // Each connection closes after its one request (cleanly, so its session stays resumable).
+        func fetchAndClose(_ name: String, _ path: String) async {
+            var request = FetchRequest(url: origin.url(name, path))
+            request.headers = ["Connection: close"]
+            let response = await FetchEngineTests.fetch(engine, request)
+            #expect(response.failure == nil, "\(name): \(String(describing: response.failure))")
+        }
+        await fetchAndClose("first.test", "/n/first")
+        for name in others { await fetchAndClose(name, "/n/other") }
+        await fetchAndClose("first.test", "/n/again")
+        #expect(await FetchEngineTests.eventually { origin.accessLog().count == 14 })
+        let log = origin.accessLog()
+        #expect(Set(log.map(\.connection)).count == 14)
+        #expect(log.filter { $0.sessionReused }.count == 1, "only the last connection had a session to resume")
+        #expect(log.last?.sessionReused == true, "the first origin's session was resumed")
+        #expect(engine.tlsCounts.resumedSessions == 1)
+    }
+
     @Test("HTTP/2 transfers to one origin started together share one connection")
     func http2Multiplexes() async throws {
         let origin = try TLSOrigin.start(names: ["h2.test"])

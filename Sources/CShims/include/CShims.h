@@ -120,6 +120,10 @@ uint32_t ifw_crc32_fold(uint32_t crc, const uint8_t *_Nonnull buf, size_t length
  *   previous one. The stats hold a reference to the last store, so a new store can never reuse
  *   its address and pass for the old one. With libcurl's CA cache every connection gets the
  *   cached store; a handshake that fails (a certificate that does not verify) is not seen.
+ * It also keeps the engine's TLS session cache: libcurl 7.88's shared cache holds only the 8
+ * sessions used last, so the context's new-session callback (libcurl's, wrapped) keeps each
+ * origin's latest session ("host:port") in a table of 512, and the info callback offers it before
+ * the ClientHello when libcurl has none. Touched only on the thread driving the multi handle.
  * Counters are atomics: written on the thread driving the multi handle, read from any thread.
  */
 typedef struct ifw_tls_stats ifw_tls_stats;
@@ -129,7 +133,8 @@ typedef struct ifw_tls_counts {
     unsigned long long resumed;
 } ifw_tls_counts;
 ifw_tls_stats *_Nullable ifw_tls_stats_create(void);
-/* Drops the reference to the last store. Call after curl_multi_cleanup and every easy handle's cleanup. */
+/* Drops the reference to the last store and the cached sessions. Call after curl_multi_cleanup and
+ * every easy handle's cleanup. */
 void ifw_tls_stats_destroy(ifw_tls_stats *_Nonnull stats);
 ifw_tls_counts ifw_tls_stats_read(const ifw_tls_stats *_Nonnull stats);
 CURLcode ifw_easy_setopt_tls_stats(CURL *_Nonnull easy, ifw_tls_stats *_Nonnull stats);

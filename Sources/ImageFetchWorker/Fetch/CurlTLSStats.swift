@@ -3,7 +3,8 @@ import CShims
 
 /// Owns one engine's TLS counters in C (`ifw_tls_stats`, see `Sources/CShims/tls_stats.c`): CA
 /// store loads, handshakes and resumed sessions, counted by OpenSSL callbacks that libcurl calls
-/// on the fetch queue. Reading them is safe from any thread (atomics).
+/// on the fetch queue. Reading them is safe from any thread (atomics). The same callbacks keep
+/// the engine's TLS session cache, a session per origin, since libcurl 7.88's holds only 8.
 ///
 /// `@unchecked Sendable` because ``counts`` only reads atomics, and ``install(on:)`` is called on
 /// the fetch queue only. Freed after the multi handle (which keeps it alive), since connections
