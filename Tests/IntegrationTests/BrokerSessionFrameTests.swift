@@ -35,6 +35,18 @@ struct BrokerSessionFrameTests {
         return OutboundMessage(routingKey: routingKey, properties: properties, body: Array("{}".utf8))
     }
 
+    /// A connected session that does not consume, on `configuration`'s topology (declared first).
+    static func session(
+        _ configuration: WorkerConfiguration, delegate: (any BrokerSessionDelegate)? = nil
+    ) throws -> BrokerSession {
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let session = BrokerSession(
+            configuration: configuration, logger: Logger(label: "test.session"), delegate: delegate,
+            consume: false)
+        try session.start(retrying: false)
+        return session
+    }
+
     /// Without heartbeats nothing wakes the session up on its own: the confirm (and return) of a
     /// publish that the depth RPC read into rabbitmq-c's buffer must still be handled at once,
     /// not when the next byte happens to arrive on the socket.
@@ -43,11 +55,7 @@ struct BrokerSessionFrameTests {
         var configuration = try TestBroker.configuration("stranded")
         configuration.amqp.heartbeat = 0
         defer { TestBroker.cleanUp(configuration) }
-        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let session = BrokerSession(
-            configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
-            consume: false)
-        try session.start(retrying: false)
+        let session = try Self.session(configuration)
         defer { session.close() }
         let jobs = configuration.queue.jobs
         for round in 0..<2000 {
@@ -86,11 +94,7 @@ struct BrokerSessionFrameTests {
     func aShortStringOver255BytesFailsThatPublishOnly(field: String) async throws {
         let configuration = try TestBroker.configuration("short-string")
         defer { TestBroker.cleanUp(configuration) }
-        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let session = BrokerSession(
-            configuration: configuration, logger: Logger(label: "test.session"), delegate: nil,
-            consume: false)
-        try session.start(retrying: false)
+        let session = try Self.session(configuration)
         defer { session.close() }
         func message(length: Int) -> OutboundMessage {
             let text = String(repeating: "k", count: length)
@@ -125,12 +129,8 @@ struct BrokerSessionFrameTests {
     func propertiesOverAFrameFailThatPublishOnly() async throws {
         let configuration = try TestBroker.configuration("too-large-props")
         defer { TestBroker.cleanUp(configuration) }
-        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let watcher = ConnectionWatcher()
-        let session = BrokerSession(
-            configuration: configuration, logger: Logger(label: "test.session"),
-            delegate: watcher, consume: false)
-        try session.start(retrying: false)
+        let session = try Self.session(configuration, delegate: watcher)
         defer { session.close() }
         let jobs = configuration.queue.jobs
 
