@@ -177,7 +177,6 @@ static CURLcode ssl_ctx_callback(CURL *easy, void *ssl_ctx, void *userptr) {
     if (curl_new_session != NULL && curl_new_session != new_session_callback) {
         stats->curl_new_session = curl_new_session;
         char *key = origin_key(easy);
-        free(SSL_CTX_get_ex_data(ctx, key_index));
         if (!SSL_CTX_set_ex_data(ctx, key_index, key)) free(key);
         SSL_CTX_sess_set_new_cb(ctx, new_session_callback);
     }
