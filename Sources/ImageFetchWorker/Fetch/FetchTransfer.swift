@@ -260,59 +260,10 @@ final class FetchTransfer: @unchecked Sendable {
         return true
     }
 
-    /// Whether libcurl follows a `Location` sent with `status` (`CURLOPT_FOLLOWLOCATION`): libcurl
-    /// 7.88 follows it on every 3xx, not only on 301, 302, 303, 307 and 308.
-    static func isFollowed(_ status: Int) -> Bool {
-        (300...399).contains(status)
-    }
-
     /// The host checks of a redirect target (``HostGuard``), resolved against the current URL.
     private func redirectHostProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         guard let hostGuard, let current = easy?.string(CURLINFO_EFFECTIVE_URL) else { return nil }
         return hostGuard.redirectProblem(from: current, to: location)
-    }
-
-    /// Why a redirect target (a `Location` value) is refused: longer than ``URLPolicy/maxLength``,
-    /// or user info in its authority. Relative targets keep the checked host. The scheme is left to
-    /// libcurl, which refuses anything but http and https (`unsupported_scheme`).
-    static func redirectProblem(_ location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
-        if location.count > URLPolicy.maxLength {
-            return .redirectRefused(.tooLong)
-        }
-        let slash = UInt8(ascii: "/")
-        var index = location.startIndex
-        // An optional scheme: a letter, then letters, digits, "+", "-" or ".", then ":".
-        if let colon = location.firstIndex(of: UInt8(ascii: ":")), colon > index,
-            location[index..<colon].allSatisfy({ byte in
-                let lower = byte | 0x20
-                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
-                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
-            }),
-            (location[index] | 0x20) >= UInt8(ascii: "a"), (location[index] | 0x20) <= UInt8(ascii: "z")
-        {
-            index = colon + 1
-        }
-        // Only a target with an authority ("//…") can carry user info.
-        guard location.endIndex - index >= 2, location[index] == slash, location[index + 1] == slash else { return nil }
-        let authority = location[(index + 2)...].prefix { byte in
-            byte != slash && byte != UInt8(ascii: "?") && byte != UInt8(ascii: "#")
-        }
-        if authority.contains(UInt8(ascii: "@")) {
-            return .redirectRefused(.userInfo)
-        }
-        return nil
-    }
-
-    /// The three-digit status of a status line (`HTTP/1.1 302 Found`), or 0.
-    static func parseStatus(_ line: UnsafeRawBufferPointer) -> Int {
-        guard let space = line.firstIndex(of: UInt8(ascii: " ")), line.count >= space + 4 else { return 0 }
-        var status = 0
-        for byte in line[(space + 1)..<(space + 4)] {
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return 0 }
-            status = status * 10 + Int(byte - UInt8(ascii: "0"))
-        }
-        return status
     }
 
     private func startResponse() {
@@ -373,54 +324,5 @@ final class FetchTransfer: @unchecked Sendable {
         return FetchError(
             curlCode: result, status: status, declaredLength: contentLength, received: body.count,
             maxRedirects: maxRedirects, maxBytes: maxBytes)
-    }
-
-    // MARK: Header parsing, without Foundation or allocation
-
-    static let statusLinePrefix = Array("HTTP/".utf8)
-    static let contentTypePrefix = Array("content-type:".utf8)
-    static let contentLengthPrefix = Array("content-length:".utf8)
-    static let locationPrefix = Array("location:".utf8)
-    static let retryAfterPrefix = Array("retry-after:".utf8)
-    static let etagPrefix = Array("etag:".utf8)
-    static let lastModifiedPrefix = Array("last-modified:".utf8)
-
-    /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
-    @inline(__always)
-    static func hasPrefix(_ line: UnsafeRawBufferPointer, _ prefix: [UInt8], ignoringCase: Bool = false) -> Bool {
-        guard line.count >= prefix.count else { return false }
-        for index in 0..<prefix.count {
-            var byte = line[index]
-            if ignoringCase, byte >= UInt8(ascii: "A"), byte <= UInt8(ascii: "Z") { byte |= 0x20 }
-            if byte != prefix[index] { return false }
-        }
-        return true
-    }
-
-    /// The trimmed value of header `name` (lower-case, colon included) if `line` is that header.
-    static func value(of name: [UInt8], in line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer.SubSequence? {
-        guard hasPrefix(line, name, ignoringCase: true) else { return nil }
-        var start = name.count
-        var end = line.count
-        while start < end, isSpace(line[start]) { start += 1 }
-        while end > start, isSpace(line[end - 1]) { end -= 1 }
-        return line[start..<end]
-    }
-
-    @inline(__always)
-    private static func isSpace(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")
-            || byte == UInt8(ascii: "\n")
-    }
-
-    /// A decimal Content-Length, or nil if it is not one.
-    static func parseLength(_ digits: UnsafeRawBufferPointer.SubSequence) -> Int64? {
-        guard !digits.isEmpty, digits.count <= 18 else { return nil }
-        var value: Int64 = 0
-        for byte in digits {
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
-        }
-        return value
     }
 }
