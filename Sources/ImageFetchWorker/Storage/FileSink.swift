@@ -151,9 +151,10 @@ public final class FileSink: ImageSink {
     ) -> Result<StoredObject, StorageError> {
         let folder: String
         let name: Substring
-        if let slash = path.lastIndex(of: "/") {
+        // Split on the byte: a "/" followed by a combining mark is one Character with it.
+        if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) {
             folder = String(path[..<slash])
-            name = path[path.index(after: slash)...]
+            name = path[path.utf8.index(after: slash)...]
         } else {
             folder = "."
             name = Substring(path)
@@ -252,11 +253,12 @@ public final class FileSink: ImageSink {
     /// Creates `path` and any missing parents (`mkdir -p`), mode 0755. With `fsyncParents`, the
     /// parent of each folder created is fsynced so that the new entry is durable.
     fileprivate static func makeDirectories(_ path: String, fsyncParents: Bool) -> Errno? {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        let segments = path.split(separator: "/")
+        var prefix = path.utf8.first == UInt8(ascii: "/") ? "" : "."
+        // Split on the byte, as the file system does (see ``write(_:key:path:fsync:)``).
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"))
         for segment in segments {
             let parent = prefix.isEmpty ? "/" : prefix
-            prefix += "/" + segment
+            prefix += "/" + Substring(segment)
             if mkdir(prefix, 0o755) == 0 {
                 if fsyncParents, let error = fsyncDirectory(parent) { return error }
             } else if Errno.current.code != EEXIST {

@@ -11,20 +11,26 @@ package enum StorageKey {
     /// Also rejects `.` segments, a trailing `/`, segments longer than ``maxSegmentLength`` bytes
     /// and keys longer than ``maxKeyLength`` bytes. A usable key is returned unchanged otherwise:
     /// it is never rewritten into a different key.
+    ///
+    /// Segments are split on the byte `/`, as the file system and S3 split them, not on
+    /// Characters: a `/` followed by a combining mark or a joiner is one Character with it, and a
+    /// split on Characters would not see the `..` before it.
     package static func sanitize(_ hint: String) -> String? {
+        let slash = UInt8(ascii: "/")
+        let dot = UInt8(ascii: ".")
         let utf8 = hint.utf8
         guard utf8.count <= maxKeyLength + 64 else { return nil }  // cheap early out, slashes included
-        let trimmed = hint.drop { $0 == "/" }
+        // Leading slashes are single bytes, so what follows them starts on a scalar boundary.
+        let trimmed = Substring(utf8.drop { $0 == slash })
         guard !trimmed.isEmpty, trimmed.utf8.count <= maxKeyLength else { return nil }
         for scalar in trimmed.unicodeScalars {
             if scalar == "\\" || scalar.properties.generalCategory == .control {
                 return nil
             }
         }
-        for segment in trimmed.split(separator: "/", omittingEmptySubsequences: false) {
-            guard !segment.isEmpty, segment != ".", segment != "..",
-                segment.utf8.count <= maxSegmentLength
-            else { return nil }
+        for segment in trimmed.utf8.split(separator: slash, omittingEmptySubsequences: false) {
+            let isDotOrDotDot = segment.count <= 2 && segment.allSatisfy { $0 == dot }
+            guard !segment.isEmpty, !isDotOrDotDot, segment.count <= maxSegmentLength else { return nil }
         }
         return String(trimmed)
     }

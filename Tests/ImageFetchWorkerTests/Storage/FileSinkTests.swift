@@ -132,6 +132,21 @@ fileprivate extension ImageSink {
         #expect(try await sink.store(request(key: "mine/a.png")).get().wrote)
     }
 
+    /// The sink splits a key into folders by its bytes, as the file system does: a segment that
+    /// starts with a combining mark is a folder of its own, and a key that climbs out of the root
+    /// by its bytes falls back to the content address.
+    @Test func keysAreSplitByTheirBytes() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path + "/images", fsync: false)
+        let odd = try await sink.store(request(key: "a/\u{301}b/c.png")).get()
+        #expect(odd.location == "file://" + sink.root + "/a/\u{301}b/c.png")
+        let climbing = try await sink.store(request(key: "../\u{301}out/x.png")).get()
+        #expect(climbing.location == "file://" + sink.root + "/5e/\(Self.sha).png")
+        let tree = listTree(folder.path)
+        #expect(tree.allSatisfy { $0.hasPrefix("images/") }, "\(tree)")
+    }
+
     /// A keyed job must not plant bytes at another image's content address: the image that owns
     /// the address, stored later without a key, must get a location that holds its own bytes.
     @Test func aKeyedJobCannotPlantBytesAtAnotherImagesContentAddress() async throws {

@@ -41,6 +41,19 @@ import Testing
         #expect(StorageKey.sanitize(hint) == nil)
     }
 
+    /// Segments are told apart by their bytes, as the file system and S3 see them. A "/" followed
+    /// by a combining mark or a joiner is one Character with it, so a split on Characters saw no
+    /// ".." segment in these, and the file sink wrote one folder above its root.
+    @Test(arguments: ["../\u{301}escaped/x.png", "a/../\u{200D}b", "../\u{20E3}"])
+    func keysThatClimbByTheirBytes(_ hint: String) {
+        #expect(StorageKey.sanitize(hint) == nil)
+    }
+
+    @Test func segmentsThatStartWithACombiningMarkAreKept() {
+        #expect(StorageKey.sanitize("a/\u{301}b/c.png") == "a/\u{301}b/c.png")
+        #expect(StorageKey.sanitize("/\u{301}x") == "\u{301}x")
+    }
+
     @Test func longestSegmentIsAccepted() {
         let segment = String(repeating: "x", count: StorageKey.maxSegmentLength)
         #expect(StorageKey.sanitize(segment) == segment)
