@@ -33,9 +33,11 @@ for method, properties, body in channel.consume(args.queue, inactivity_timeout=a
         if result["status"] == "ok":
             print("ok", result["id"], result["format"], f"{result['width']}x{result['height']}",
                   result.get("location", "-"), flush=True)
-        else:
+        elif "error" in result:  # failed: the only status with an error
             error = result["error"]
             print("failed", result["id"], error["code"], "retryable" if error["retryable"] else "final", flush=True)
+        else:  # not_modified (a refetch found the image unchanged; nothing stored), or a status added later
+            print(result["status"], result["id"], result.get("http_status", "-"), flush=True)
     channel.basic_ack(method.delivery_tag)  # after printing: a crash before here re-reads it
     if args.count and len(seen) >= args.count:
         break

@@ -53,7 +53,7 @@ extension ConfigurationKey {
         .choice("queue.type", \.queue.type, help: "The kind of queue declared: classic or quorum."),
         .int(
             "queue.delivery_limit", \.queue.deliveryLimit, in: 1...10_000,
-            help: "Deliveries of one job before it counts as poison and is dead-lettered."),
+            help: "Redeliveries of one job before it counts as poison and is dead-lettered."),
         // RabbitMQ refuses messages over 512 MiB whatever its max_message_size says.
         .int(
             "queue.max_job_bytes", \.queue.maxJobBytes, in: 1...536_870_912,
@@ -207,7 +207,7 @@ extension ConfigurationKey {
             help: "How long a known ceiling holds an origin's limit below it, before one probe above."),
         .list(
             "scheduler.defer_delays", \.scheduler.deferDelays,
-            help: "Delay queues of deferral: the n-th deferral uses the n-th, the last repeats.",
+            help: "Delay queues of deferral, sorted: the n-th deferral uses the n-th shortest, the last repeats.",
             show: showDelays, parse: parseDelays),
         .seconds(
             "scheduler.defer_budget", \.scheduler.deferBudget, allowZero: false,
