@@ -132,6 +132,60 @@ struct AMQPContractTests {
         try await origin.shutdown()
     }
 
+    /// `levels` one-element arrays around a `B` 1, five bytes a level.
+    static func nestedArrays(_ levels: Int) -> [UInt8] {
+        var value = [UInt8](repeating: 0, count: 5 * levels + 2)
+        var end = value.count - 2
+        value[end] = 0x42
+        value[end + 1] = 0x01
+        for level in 0..<levels {
+            end -= 5
+            value[end] = 0x41
+            let inner = UInt32(2 + 5 * level)
+            withUnsafeBytes(of: inner.bigEndian) { value.replaceSubrange((end + 1)..<(end + 5), with: $0) }
+        }
+        return value
+    }
+
+    /// A producer's header nested as deep as a frame allows crashed the worker that read it (its
+    /// decoder recursed a level at a time), and then every replica in turn as the broker
+    /// redelivered the job. Now the job is dead-lettered as `invalid_job`, its other headers kept,
+    /// and the jobs beside it run.
+    @Test(.timeLimit(.minutes(2)))
+    func aHeaderNestedAsDeepAsAFrameAllowsIsDeadLetteredAndTheWorkerGoesOn() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try TestBroker.configuration("deepheader")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let deep = WireTable.encode([("p-marker", Self.longString("kept")), ("p-deep", Self.nestedArrays(25_900))])
+        let body = String(decoding: JobPublisher.jobBody(id: "deep", url: origin.url("/ok.png")), as: UTF8.self)
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body, headers: deep)
+        let ids = (0..<3).map { "beside\($0)" }
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(
+            await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+            "log:\n\(worker.log.suffix(2000))")
+        #expect(worker.isRunning, "the worker died; log:\n\(worker.log.suffix(2000))")
+        var dead: (headers: [UInt8], body: [UInt8])?
+        _ = try await eventually(timeout: 10) {
+            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
+            return dead != nil
+        }
+        let message = try #require(dead)
+        let headers = try #require(WireTable.split(message.headers))
+        #expect(headers["p-marker"] == Self.longString("kept"))
+        #expect(headers["x-error-code"] == Self.longString("invalid_job"))
+        #expect(await worker.stop() == 0)
+        try await origin.shutdown()
+    }
+
     /// A job whose properties nearly fill a frame fits, but its retry copy (the same properties
     /// plus the worker's headers) does not. That copy's failure is the job's alone: no reconnect,
     /// no redelivery loop; the original goes to the dead-letter queue as it came, and a result

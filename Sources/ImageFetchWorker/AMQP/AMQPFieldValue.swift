@@ -245,19 +245,36 @@ extension amqp_bytes_t {
 }
 
 enum AMQPTableDecoder {
+    /// How deep tables and arrays nest before the decoder stops. RabbitMQ's own headers nest
+    /// three levels (`x-death`); a frame holds 26,000 levels of one-element arrays, and decoding
+    /// each level recursively would overflow the reading thread's stack.
+    static let maxDepth = 32
+
     /// Decodes a table received from the broker into Swift values (a copy; the C memory may go).
+    /// Containers nested deeper than ``maxDepth`` become `.void`.
     static func decode(_ table: amqp_table_t) -> [String: AMQPFieldValue] {
+        var cut = false
+        return decode(table, cut: &cut)
+    }
+
+    /// ``decode(_:)``, and whether anything was cut at ``maxDepth``.
+    static func decode(_ table: amqp_table_t, cut: inout Bool) -> [String: AMQPFieldValue] {
+        decode(table, remaining: maxDepth, cut: &cut)
+    }
+
+    private static func decode(_ table: amqp_table_t, remaining: Int, cut: inout Bool) -> [String: AMQPFieldValue] {
         guard table.num_entries > 0, let entries = table.entries else { return [:] }
         var result: [String: AMQPFieldValue] = [:]
         result.reserveCapacity(Int(table.num_entries))
         for index in 0..<Int(table.num_entries) {
             let entry = entries[index]
-            result[entry.key.stringValue ?? ""] = decode(entry.value)
+            result[entry.key.stringValue ?? ""] = decode(entry.value, remaining: remaining, cut: &cut)
         }
         return result
     }
 
-    static func decode(_ value: amqp_field_value_t) -> AMQPFieldValue {
+    /// One value; a table or an array with `remaining` 0 is cut.
+    private static func decode(_ value: amqp_field_value_t, remaining: Int, cut: inout Bool) -> AMQPFieldValue {
         switch amqp_field_value_kind_t(rawValue: UInt32(value.kind)) {
         case AMQP_FIELD_KIND_BOOLEAN: return .bool(value.value.boolean != 0)
         case AMQP_FIELD_KIND_I8: return .int8(value.value.i8)
@@ -279,11 +296,25 @@ enum AMQPTableDecoder {
             return .longString(raw)
         case AMQP_FIELD_KIND_BYTES: return .bytes(value.value.bytes.arrayValue)
         case AMQP_FIELD_KIND_TIMESTAMP: return .timestamp(value.value.u64)
-        case AMQP_FIELD_KIND_TABLE: return .table(decode(value.value.table))
+        case AMQP_FIELD_KIND_TABLE:
+            guard remaining > 0 else {
+                cut = true
+                return .void
+            }
+            return .table(decode(value.value.table, remaining: remaining - 1, cut: &cut))
         case AMQP_FIELD_KIND_ARRAY:
+            guard remaining > 0 else {
+                cut = true
+                return .void
+            }
             let array = value.value.array
             guard array.num_entries > 0, let entries = array.entries else { return .array([]) }
-            return .array((0..<Int(array.num_entries)).map { decode(entries[$0]) })
+            var elements: [AMQPFieldValue] = []
+            elements.reserveCapacity(Int(array.num_entries))
+            for index in 0..<Int(array.num_entries) {
+                elements.append(decode(entries[index], remaining: remaining - 1, cut: &cut))
+            }
+            return .array(elements)
         default:
             // rabbitmq-c rejects a frame with an unknown field type before it gets here.
             return .void

@@ -15,6 +15,9 @@ public struct AMQPProperties: Sendable, Hashable {
     /// 0 to 255; a queue declared with `x-max-priority` delivers higher priorities first.
     public var priority: UInt8? = nil
     public var headers: [String: AMQPFieldValue] = [:]
+    /// A received header nested tables or arrays deeper than ``AMQPTableDecoder/maxDepth``: what
+    /// was deeper is `.void` in ``headers``, and the job is refused.
+    package var headersCut = false
     public init() {}
 
     init(decoding properties: amqp_basic_properties_t) {
@@ -27,7 +30,7 @@ public struct AMQPProperties: Sendable, Hashable {
         if has(AMQP_BASIC_DELIVERY_MODE_FLAG) { persistent = properties.delivery_mode == 2 }
         if has(AMQP_BASIC_TIMESTAMP_FLAG) { timestamp = properties.timestamp }
         if has(AMQP_BASIC_PRIORITY_FLAG) { priority = properties.priority }
-        if has(AMQP_BASIC_HEADERS_FLAG) { headers = AMQPTableDecoder.decode(properties.headers) }
+        if has(AMQP_BASIC_HEADERS_FLAG) { headers = AMQPTableDecoder.decode(properties.headers, cut: &headersCut) }
     }
 
     /// The properties in arena memory; `header` is added to (or replaces one of) ``headers``.

@@ -90,6 +90,10 @@ public struct Job: Sendable, Equatable {
     public static func decode(
         _ delivery: Delivery, allowedHeaders: Set<String> = [], tenantHeader: String? = nil
     ) -> Result<Job, JobError> {
+        if delivery.properties.headersCut {
+            let depth = AMQPTableDecoder.maxDepth
+            return .failure(JobError(.invalidJob, "a header nests tables or arrays deeper than \(depth) levels"))
+        }
         let body: JobBodyScanner.Fields
         switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {
         case .success(let fields): body = fields

@@ -1,4 +1,5 @@
 import CRabbitMQ
+import Dispatch
 import Testing
 
 @_spi(Benchmarks) @testable import ImageFetchWorker
@@ -133,5 +134,41 @@ import Testing
         #expect(AMQPFieldValue.uint64(.max).intValue == nil)
         #expect(AMQPFieldValue.timestamp(5).intValue == nil)
         #expect(AMQPFieldValue.string("12").intValue == 12)
+    }
+
+    /// Headers nested as deep as a frame allows: one-element arrays, five bytes a level, 26,000
+    /// levels in the 131,072 bytes of a default frame. rabbitmq-c decodes them (its recursion is
+    /// small); the worker's decoder recursed too, a few hundred bytes a level, and a delivery with
+    /// them overflowed the stack of the thread that read it. It stops at ``AMQPTableDecoder/maxDepth``.
+    @Test func headersNestedAsDeepAsAFrameAllowsAreCut() {
+        let depth = 26_000
+        var value = [UInt8](repeating: 0, count: 5 * depth + 2)
+        var end = value.count
+        value[end - 2] = 0x42  // the innermost value, `B` 1
+        value[end - 1] = 0x01
+        end -= 2
+        for level in 0..<depth {
+            let inner = UInt32(2 + 5 * level)
+            end -= 5
+            value[end] = 0x41
+            withUnsafeBytes(of: inner.bigEndian) { value.replaceSubrange((end + 1)..<(end + 5), with: $0) }
+        }
+        let wire = Self.oneEntryTable(value)
+        // On a dispatch thread, as deliveries are read.
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: [String: AMQPFieldValue]?
+        DispatchQueue(label: "deep-headers").async {
+            result = Self.decoded(wire)
+            done.signal()
+        }
+        done.wait()
+        var levels = 0
+        var current = result?["k"]
+        while case .array(let elements)? = current {
+            levels += 1
+            current = elements.first
+        }
+        #expect(levels == AMQPTableDecoder.maxDepth)
+        #expect(current == .void)
     }
 }
