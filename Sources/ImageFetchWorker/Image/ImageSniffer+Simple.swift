@@ -151,7 +151,9 @@ extension ImageSniffer {
             }
             position = data + size + (size & 1)
         }
-        info.frames = animation ? frames : 1
+        // An animated header over no frames is refused by the structure walk; until then the
+        // count is unknown, not 0.
+        info.frames = animation ? (frames > 0 ? frames : nil) : 1
         info.animated = animation ? frames > 1 : false
     }
 

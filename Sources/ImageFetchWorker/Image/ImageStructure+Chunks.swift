@@ -87,8 +87,9 @@ extension ImageSniffer {
     }
 
     /// The RIFF size covers the body (a shorter body is cut), then every chunk inside it, each
-    /// padded to an even size and none overrunning it, and at least one with image data
-    /// (`VP8 `, `VP8L`, `ANMF`).
+    /// padded to an even size and none overrunning it, and at least one with image data of the
+    /// kind the header says: frames (`ANMF`) when a `VP8X` header sets its animation flag, else one
+    /// image (`VP8 `, `VP8L`), as libwebp requires.
     static func walkWebP(_ v: ByteView) throws(SniffStop) {
         guard try v.u32be(0) == fourCC("RIFF"), try v.u32be(8) == fourCC("WEBP") else {
             throw .invalid("not a WebP signature")
@@ -97,8 +98,13 @@ extension ImageSniffer {
         guard riffSize >= 12 else { throw .invalid("bad WebP RIFF size") }
         let end = 8 + riffSize
         try v.require(0, end)
+        var animated = false
+        if end >= 21, v.bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self).bigEndian == fourCC("VP8X") {
+            animated = try v.u8(20) & 0x02 != 0
+        }
         var position = 12
-        var sawImage = false
+        var sawStill = false
+        var sawFrame = false
         while position < end {
             guard position + 8 <= end else { throw .invalid("WebP chunk overruns the RIFF size") }
             let type = v.bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self).bigEndian
@@ -106,12 +112,16 @@ extension ImageSniffer {
             let dataEnd = position + 8 + size
             guard dataEnd <= end else { throw .invalid("WebP chunk overruns the RIFF size") }
             switch type {
-            case fourCC("VP8 "), fourCC("VP8L"), fourCC("ANMF"): sawImage = true
+            case fourCC("VP8 "), fourCC("VP8L"): sawStill = true
+            case fourCC("ANMF"): sawFrame = true
             default: break
             }
             // The padding byte of an odd-sized last chunk may be missing; libwebp allows it.
             position = dataEnd + (size & 1)
         }
-        guard sawImage else { throw .invalid("WebP has no image data") }
+        guard sawStill || sawFrame else { throw .invalid("WebP has no image data") }
+        guard animated ? sawFrame : sawStill else {
+            throw .invalid("WebP has no image data of the kind its header says")
+        }
     }
 }

@@ -145,6 +145,18 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
                 == .corrupt(reason: "WebP chunk overruns the RIFF size"))
     }
 
+    /// The VP8X header says whether the image data is frames (`ANMF`) or one image (`VP8 `,
+    /// `VP8L`); libwebp refuses data of the other kind. Such a file passed, and its result said
+    /// `frames: 0`, which the result schema does not allow.
+    @Test func aWebPWhoseImageDataIsNotTheKindItsHeaderSaysIsCorrupt() {
+        var animated = S.webpExtended(width: 40, height: 30)
+        animated[20] |= 0x02  // the VP8X animation flag, over a VP8 chunk
+        #expect(
+            ImageSniffer.checkStructure(animated, format: .webp)
+                == .corrupt(reason: "WebP has no image data of the kind its header says"))
+        #expect(ImageSniffer.checkStructure(S.webpExtended(width: 40, height: 30), format: .webp) == nil)
+    }
+
     @Test func aTIFFStripOutsideTheFileIsTruncated() {
         var tiff = S.tiff(width: 4, height: 3, bigEndian: false, longDimensions: false, ifdLast: false)
         // Entry 5 (StripOffsets, LONG) of the IFD at 8: its value at 8 + 2 + 12 * 5 + 8.
