@@ -13,7 +13,8 @@ package enum MetricCatalogue {
         "image_fetch_results_total":
             "Results published, by status (ok, not_modified, failed) and error code (none unless failed).",
         "image_fetch_retries_total": "Jobs republished to the retry queue after a transient failure.",
-        "image_fetch_dead_lettered_total": "Jobs sent to the dead-letter queue (invalid or too large, final failures, origin_busy, poison).",
+        "image_fetch_dead_lettered_total":
+            "Jobs sent to the dead-letter queue (invalid or too large, final failures, origin_busy, poison).",
         "image_fetch_jobs_requeued_total": "Deliveries handed back to the broker unprocessed (drain, reconnect).",
         "image_fetch_jobs_in_flight": "Jobs admitted and not yet acknowledged.",
         "image_fetch_jobs_waiting_admission": "Jobs received and waiting for a concurrency slot.",

@@ -1,0 +1,38 @@
+import Testing
+
+@testable import ImageFetchWorker
+
+/// The header-line readers of ``FetchTransfer`` on raw bytes, as libcurl hands them over.
+@Suite struct FetchTransferHeaderParsingTests {
+    static func value(_ line: String, _ name: [UInt8]) -> String? {
+        Array(line.utf8).withUnsafeBytes { bytes in
+            FetchTransfer.value(of: name, in: bytes).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    @Test(arguments: [
+        ("Transfer-Encoding: chunked\r\n", true),
+        ("transfer-encoding:CHUNKED\r\n", true),
+        ("Transfer-Encoding: gzip, chunked\r\n", true),
+        ("Transfer-Encoding: gzip\r\n", false),
+        ("Transfer-Encoding: chunke\r\n", false),
+        ("Transfer-Encoding:\r\n", false),
+    ])
+    func aTransferEncodingThatListsChunked(_ line: String, _ chunked: Bool) {
+        let named = Array(line.utf8).withUnsafeBytes { bytes in
+            FetchTransfer.value(of: FetchTransfer.transferEncodingPrefix, in: bytes).map(FetchTransfer.namesChunked)
+        }
+        #expect(named == chunked)
+    }
+
+    @Test func contentLengthsAreDecimalAndBounded() {
+        #expect(Self.value("Content-Length: 12\r\n", FetchTransfer.contentLengthPrefix) == "12")
+        for (text, expected) in [("12", Int64(12)), ("0", 0), ("999999999999999999", 999_999_999_999_999_999)] {
+            let parsed = Array(text.utf8).withUnsafeBytes { FetchTransfer.parseLength($0[...]) }
+            #expect(parsed == expected)
+        }
+        for text in ["", "-1", "1e3", "12 ", "1000000000000000000"] {
+            #expect(Array(text.utf8).withUnsafeBytes { FetchTransfer.parseLength($0[...]) } == nil, "\(text)")
+        }
+    }
+}
