@@ -6,7 +6,7 @@
  * curl_easy_setopt, curl_easy_getinfo, curl_multi_setopt and amqp_login_with_properties.
  * Each wrapper fixes the type of the variadic argument, so a call from Swift is checked
  * by the compiler instead of being reinterpreted by va_arg. At the end, glibc's mallopt, whose
- * header Swift's Glibc module does not import, libidn2, and the fetch loop's event source for
+ * header Swift's Glibc module does not import, memmem, libidn2, and the fetch loop's event source for
  * libcurl's multi_socket interface (curl_events.c).
  */
 
@@ -73,6 +73,10 @@ amqp_rpc_reply_t ifw_amqp_login_plain(amqp_connection_state_t state, const char 
  * 64-bit), -1 where the C library is not glibc.
  */
 int ifw_malloc_keep_freed(size_t bytes, int arenas);
+
+/* memmem (memmem.c): where `needle` first occurs in `haystack`, or NULL; linear in the haystack. */
+const void *_Nullable ifw_memmem(const void *_Nonnull haystack, size_t haystack_length, const void *_Nonnull needle,
+                                 size_t needle_length);
 
 /* IDNA 2008 with the UTS #46 mapping (libidn2), as libcurl looks names up. 0 on success, else a negative
  * libidn2 code; *output is then NULL. Free *output with ifw_idna_free. */

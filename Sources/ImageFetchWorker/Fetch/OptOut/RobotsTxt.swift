@@ -1,3 +1,5 @@
+import CShims
+
 /// robots.txt (RFC 9309), parsed for one product token and matched against paths. Pure: bytes
 /// in, a verdict out.
 ///
@@ -190,34 +192,48 @@ package enum RobotsTxt {
     }
 
     /// Whether `pattern` (normalised, `*` and a final `$` special) matches a prefix of `path`, or
-    /// all of it when it ends in `$`. Keeps the set of path offsets the pattern so far can reach:
-    /// its cost is the pattern's length times the path's at worst.
+    /// all of it when it ends in `$`.
+    ///
+    /// The pieces between the stars match in turn, each at its leftmost place after the one
+    /// before: with `*` the only wildcard, the leftmost place leaves the most room for the rest,
+    /// so no other needs trying. Each piece is found with `memmem` (linear in the path), so a rule
+    /// costs the path's length at worst. A hostile robots.txt of many `/*a*a*…` rules against a
+    /// long path cost the pattern's length times the path's, seconds on the admission queue.
     package static func matches(_ path: [UInt8], _ pattern: [UInt8]) -> Bool {
         let star = UInt8(ascii: "*")
-        let dollar = UInt8(ascii: "$")
+        let anchored = pattern.last == UInt8(ascii: "$")
         // Most patterns are plain prefixes.
-        if !pattern.contains(star), pattern.last != dollar {
+        if !anchored, !pattern.contains(star) {
             return path.starts(with: pattern)
         }
-        var offsets = [0]
-        var next: [Int] = []
-        for (index, symbol) in pattern.enumerated() {
-            if symbol == dollar, index == pattern.count - 1 {
-                return offsets.contains(path.count)
-            }
-            if symbol == star {
-                // Any offset from the smallest reached onwards.
-                offsets = Array(offsets[0]...path.count)
-                continue
-            }
-            next.removeAll(keepingCapacity: true)
-            for offset in offsets where offset < path.count && path[offset] == symbol {
-                next.append(offset + 1)
-            }
-            if next.isEmpty { return false }
-            swap(&offsets, &next)
+        let pieces = pattern.dropLast(anchored ? 1 : 0).split(separator: star, omittingEmptySubsequences: false)
+        let first = pieces[0]
+        guard path.starts(with: first) else { return false }
+        if pieces.count == 1 { return !anchored || path.count == first.count }
+        var position = first.count
+        for piece in pieces.dropFirst().dropLast() where !piece.isEmpty {
+            guard let found = find(piece, in: path, from: position) else { return false }
+            position = found + piece.count
         }
-        return true
+        let last = pieces[pieces.count - 1]
+        if anchored {
+            // The last piece ends the path, after what the others took.
+            return path.count - position >= last.count && path.suffix(last.count).elementsEqual(last)
+        }
+        return last.isEmpty || find(last, in: path, from: position) != nil
+    }
+
+    /// Where `needle` first occurs in `haystack` at or after `start`.
+    private static func find(_ needle: ArraySlice<UInt8>, in haystack: [UInt8], from start: Int) -> Int? {
+        guard haystack.count - start >= needle.count else { return nil }
+        return haystack.withUnsafeBytes { hay in
+            needle.withUnsafeBytes { pin in
+                guard let base = hay.baseAddress, let needle = pin.baseAddress,
+                    let found = ifw_memmem(base + start, hay.count - start, needle, pin.count)
+                else { return nil }
+                return base.distance(to: UnsafeRawPointer(found))
+            }
+        }
     }
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {

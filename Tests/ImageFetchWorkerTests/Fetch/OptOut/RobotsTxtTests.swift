@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import ImageFetchWorker
@@ -91,6 +92,58 @@ import Testing
         #expect(!rules.allows("/aXXbYYc/more"))
         #expect(rules.allows("/aXXcYYb"))
         #expect(RobotsTxt.matches(Array("/x".utf8), Array("/***x".utf8)))
+    }
+
+    /// The matcher the leftmost-piece one replaced: the set of path offsets the pattern so far
+    /// can reach. Slow, and plainly right: the reference for the one below.
+    static func reachableOffsetsMatch(_ path: [UInt8], _ pattern: [UInt8]) -> Bool {
+        var offsets = [0]
+        for (index, symbol) in pattern.enumerated() {
+            if symbol == UInt8(ascii: "$"), index == pattern.count - 1 { return offsets.contains(path.count) }
+            if symbol == UInt8(ascii: "*") {
+                offsets = Array(offsets[0]...path.count)
+                continue
+            }
+            offsets = offsets.filter { $0 < path.count && path[$0] == symbol }.map { $0 + 1 }
+            if offsets.isEmpty { return false }
+        }
+        return true
+    }
+
+    @Test func theMatcherAgreesWithTheReachableOffsetsOnRandomPatterns() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("ab/$*".utf8)
+        for _ in 0..<20_000 {
+            let path = (0..<Int.random(in: 0...8, using: &generator)).map { _ in
+                alphabet[Int.random(in: 0..<3, using: &generator)]
+            }
+            let pattern = (0..<Int.random(in: 0...6, using: &generator)).map { _ in
+                alphabet.randomElement(using: &generator)!
+            }
+            #expect(
+                RobotsTxt.matches(path, pattern) == Self.reachableOffsetsMatch(path, pattern),
+                "path \(String(decoding: path, as: UTF8.self)), pattern \(String(decoding: pattern, as: UTF8.self))")
+        }
+    }
+
+    /// A hostile origin's robots.txt of 20,000 `/*a*a*a*a*a*b` rules against an 8,000-byte path:
+    /// the matcher took the pattern's length times the path's for each rule, on the admission
+    /// queue, where nothing else is admitted meanwhile (minutes in a debug build). It must end
+    /// well within the bound here, which only catches a stall.
+    @Test func manyWildcardRulesAgainstALongPathDoNotStall() {
+        let text = "User-agent: *\n" + String(repeating: "Disallow: /*a*a*a*a*a*b\n", count: 20_000)
+        let rules = Self.rules(text)
+        #expect(rules.rules.count == 20_000)
+        let path = "/" + String(repeating: "a", count: 8_000)
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var allowed: Bool?
+        DispatchQueue(label: "robots-stall").async {
+            allowed = rules.allows(path)
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 20) == .success, "matching still ran after 20 s")
+        #expect(allowed == true)
+        #expect(!rules.allows(path + "b"))
     }
 
     /// RFC 9309 §2.2.2's table: escapes of unreserved characters compare decoded, non-ASCII
