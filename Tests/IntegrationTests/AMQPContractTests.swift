@@ -43,6 +43,18 @@ struct AMQPContractTests {
         ),
     ]
 
+    /// The first message on the dead-letter queue, read through pika, waiting up to `seconds`.
+    static func deadLetter(
+        _ configuration: WorkerConfiguration, url: String, within seconds: Double = 10
+    ) async throws -> (headers: [UInt8], body: [UInt8])? {
+        var dead: (headers: [UInt8], body: [UInt8])?
+        _ = try await eventually(timeout: seconds) {
+            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
+            return dead != nil
+        }
+        return dead
+    }
+
     static func longString(_ text: String) -> [UInt8] {
         [0x53] + withUnsafeBytes(of: UInt32(text.utf8.count).bigEndian, Array.init) + Array(text.utf8)
     }
@@ -66,11 +78,7 @@ struct AMQPContractTests {
             headers: WireTable.encode(Self.producerHeaders))
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
-        var dead: (headers: [UInt8], body: [UInt8])?
-        _ = try await eventually(timeout: 40) {
-            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
-            return dead != nil
-        }
+        let dead = try await Self.deadLetter(configuration, url: url, within: 40)
         let message = try #require(dead, "log:\n\(worker.log.suffix(2000))")
         #expect(message.body == Array(body.utf8))
         let headers = try #require(
@@ -110,11 +118,7 @@ struct AMQPContractTests {
         #expect(
             await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
             "log:\n\(worker.log.suffix(2000))")
-        var dead: (headers: [UInt8], body: [UInt8])?
-        _ = try await eventually(timeout: 10) {
-            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
-            return dead != nil
-        }
+        let dead = try await Self.deadLetter(configuration, url: url)
         let message = try #require(dead)
         #expect(message.body == Array(large.utf8))
         let headers = try #require(WireTable.split(message.headers))
@@ -173,11 +177,7 @@ struct AMQPContractTests {
             await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
             "log:\n\(worker.log.suffix(2000))")
         #expect(worker.isRunning, "the worker died; log:\n\(worker.log.suffix(2000))")
-        var dead: (headers: [UInt8], body: [UInt8])?
-        _ = try await eventually(timeout: 10) {
-            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
-            return dead != nil
-        }
+        let dead = try await Self.deadLetter(configuration, url: url)
         let message = try #require(dead)
         let headers = try #require(WireTable.split(message.headers))
         #expect(headers["p-marker"] == Self.longString("kept"))
@@ -219,11 +219,7 @@ struct AMQPContractTests {
         #expect(
             Set(results.objects.filter { $0["status"] as? String == "ok" }.compactMap { $0["id"] as? String })
                 == Set(ids))
-        var dead: (headers: [UInt8], body: [UInt8])?
-        _ = try await eventually(timeout: 10) {
-            dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
-            return dead != nil
-        }
+        let dead = try await Self.deadLetter(configuration, url: url)
         let copy = try #require(dead)
         #expect(copy.body == Array(body.utf8))
         let headers = try #require(WireTable.split(copy.headers))
