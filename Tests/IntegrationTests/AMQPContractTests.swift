@@ -55,6 +55,28 @@ struct AMQPContractTests {
         return dead
     }
 
+    /// Publishes `body` with the raw header table `headers` through pika, then three ordinary
+    /// jobs, and starts a worker (`environment` added to the test broker's); returns once the
+    /// three have their results, or their wait timed out (an issue is recorded then).
+    static func runAmongThreeJobs(
+        _ configuration: WorkerConfiguration, url: String, origin: TestOrigin, body: String, headers: [UInt8],
+        environment: [String: String] = [:]
+    ) async throws -> (WorkerProcess, QueueCollector) {
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body, headers: headers)
+        let ids = (0..<3).map { "ordinary\($0)" }
+        #expect(
+            try TestBroker.publish(
+                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(environment) { _, new in new })
+        #expect(
+            await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
+            "log:\n\(worker.log.suffix(2000))")
+        return (worker, results)
+    }
+
     static func longString(_ text: String) -> [UInt8] {
         [0x53] + withUnsafeBytes(of: UInt32(text.utf8.count).bigEndian, Array.init) + Array(text.utf8)
     }
@@ -105,19 +127,10 @@ struct AMQPContractTests {
         let padding = String(repeating: "x", count: 300_000)
         let large = #"{"id":"large","url":"\#(origin.url("/ok.png"))","padding":"\#(padding)"}"#
         let marker = WireTable.encode([("p-marker", Self.longString("kept"))])
-        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: large, headers: marker)
-        let ids = (0..<3).map { "small\($0)" }
-        #expect(
-            try TestBroker.publish(
-                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let (worker, results) = try await Self.runAmongThreeJobs(
+            configuration, url: url, origin: origin, body: large, headers: marker,
+            environment: ["QUEUE_MAX_JOB_BYTES": "65536"])
         defer { results.close() }
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(["QUEUE_MAX_JOB_BYTES": "65536"]) { _, new in new })
-        #expect(
-            await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
-            "log:\n\(worker.log.suffix(2000))")
         let dead = try await Self.deadLetter(configuration, url: url)
         let message = try #require(dead)
         #expect(message.body == Array(large.utf8))
@@ -164,18 +177,9 @@ struct AMQPContractTests {
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
         let deep = WireTable.encode([("p-marker", Self.longString("kept")), ("p-deep", Self.nestedArrays(25_900))])
         let body = String(decoding: JobPublisher.jobBody(id: "deep", url: origin.url("/ok.png")), as: UTF8.self)
-        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body, headers: deep)
-        let ids = (0..<3).map { "beside\($0)" }
-        #expect(
-            try TestBroker.publish(
-                configuration, bodies: ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/ok.png")) }) == 3)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let (worker, results) = try await Self.runAmongThreeJobs(
+            configuration, url: url, origin: origin, body: body, headers: deep)
         defer { results.close() }
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
-        #expect(
-            await eventually(timeout: 30) { Set(results.objects.compactMap { $0["id"] as? String }) == Set(ids) },
-            "log:\n\(worker.log.suffix(2000))")
         #expect(worker.isRunning, "the worker died; log:\n\(worker.log.suffix(2000))")
         let dead = try await Self.deadLetter(configuration, url: url)
         let message = try #require(dead)
