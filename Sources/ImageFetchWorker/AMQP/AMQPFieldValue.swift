@@ -237,6 +237,12 @@ extension amqp_bytes_t {
         return String(decoding: buffer, as: UTF8.self)
     }
 
+    /// The bytes as a String when they are valid UTF-8 (empty when absent), else nil.
+    var validatedString: String? {
+        guard len > 0, let bytes else { return "" }
+        return String(validating: UnsafeRawBufferPointer(start: bytes, count: len), as: UTF8.self)
+    }
+
     /// A copy of the bytes.
     var arrayValue: [UInt8] {
         guard len > 0, let bytes else { return [] }
@@ -251,13 +257,14 @@ enum AMQPTableDecoder {
     static let maxDepth = 32
 
     /// Decodes a table received from the broker into Swift values (a copy; the C memory may go).
-    /// Containers nested deeper than ``maxDepth`` become `.void`.
+    /// Containers nested deeper than ``maxDepth`` become `.void`, and entries whose name is not
+    /// UTF-8 are left out.
     static func decode(_ table: amqp_table_t) -> [String: AMQPFieldValue] {
         var cut = false
         return decode(table, cut: &cut)
     }
 
-    /// ``decode(_:)``, and whether anything was cut at ``maxDepth``.
+    /// ``decode(_:)``, and whether anything was cut or left out.
     static func decode(_ table: amqp_table_t, cut: inout Bool) -> [String: AMQPFieldValue] {
         decode(table, remaining: maxDepth, cut: &cut)
     }
@@ -268,7 +275,13 @@ enum AMQPTableDecoder {
         result.reserveCapacity(Int(table.num_entries))
         for index in 0..<Int(table.num_entries) {
             let entry = entries[index]
-            result[entry.key.stringValue ?? ""] = decode(entry.value, remaining: remaining, cut: &cut)
+            // A name that is not UTF-8 cannot be written back as it came: as a String each bad byte
+            // becomes three, which can pass a short string's 255 bytes. The entry is left out.
+            guard let key = entry.key.validatedString else {
+                cut = true
+                continue
+            }
+            result[key] = decode(entry.value, remaining: remaining, cut: &cut)
         }
         return result
     }

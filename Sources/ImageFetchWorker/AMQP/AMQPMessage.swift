@@ -15,8 +15,9 @@ public struct AMQPProperties: Sendable, Hashable {
     /// 0 to 255; a queue declared with `x-max-priority` delivers higher priorities first.
     public var priority: UInt8? = nil
     public var headers: [String: AMQPFieldValue] = [:]
-    /// A received header nested tables or arrays deeper than ``AMQPTableDecoder/maxDepth``: what
-    /// was deeper is `.void` in ``headers``, and the job is refused.
+    /// A received header nested tables or arrays deeper than ``AMQPTableDecoder/maxDepth`` (what
+    /// was deeper is `.void` in ``headers``), or had a name that is not UTF-8 (left out): the job
+    /// is refused.
     package var headersCut = false
     public init() {}
 

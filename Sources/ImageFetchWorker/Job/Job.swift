@@ -92,7 +92,8 @@ public struct Job: Sendable, Equatable {
     ) -> Result<Job, JobError> {
         if delivery.properties.headersCut {
             let depth = AMQPTableDecoder.maxDepth
-            return .failure(JobError(.invalidJob, "a header nests tables or arrays deeper than \(depth) levels"))
+            return .failure(
+                JobError(.invalidJob, "a header nests deeper than \(depth) levels or has a name that is not UTF-8"))
         }
         let body: JobBodyScanner.Fields
         switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {

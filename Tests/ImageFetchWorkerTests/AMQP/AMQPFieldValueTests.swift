@@ -136,6 +136,33 @@ import Testing
         #expect(AMQPFieldValue.string("12").intValue == 12)
     }
 
+    /// A header name of bytes that are not UTF-8 (a valid AMQP short string) became a String with
+    /// U+FFFD for each byte, three bytes each: written back in a retry or dead-letter copy, 100
+    /// bytes of 0xFF made a 300-byte name, which rabbitmq-c writes with its length cut to a byte
+    /// (44), and the frame the broker got said something else. Such an entry is left out.
+    @Test func aHeaderNameThatIsNotUTF8IsLeftOutAndTheTableWritesBackWhole() throws {
+        let badName = [UInt8](repeating: 0xFF, count: 100)
+        let kept: [UInt8] = [0x01, 0x6B, 0x62, 0x01]  // "k": int8 1
+        let odd: [UInt8] = [UInt8(badName.count)] + badName + [0x62, 0x02]
+        let entries = odd + kept
+        let wire = withUnsafeBytes(of: UInt32(entries.count).bigEndian, Array.init) + entries
+        var pool = amqp_pool_t()
+        init_amqp_pool(&pool, 4096)
+        defer { empty_amqp_pool(&pool) }
+        var bytes = wire
+        var table = amqp_table_t()
+        var offset = 0
+        let status = bytes.withUnsafeMutableBytes { raw in
+            amqp_decode_table(amqp_bytes_t(len: raw.count, bytes: raw.baseAddress), &pool, &table, &offset)
+        }
+        #expect(status == AMQP_STATUS_OK.rawValue)
+        var cut = false
+        let headers = AMQPTableDecoder.decode(table, cut: &cut)
+        #expect(cut)
+        #expect(headers == ["k": .int8(1)])
+        #expect(Self.wire(headers).flatMap(Self.decoded) == headers)
+    }
+
     /// Headers nested as deep as a frame allows: one-element arrays, five bytes a level, 26,000
     /// levels in the 131,072 bytes of a default frame. rabbitmq-c decodes them (its recursion is
     /// small); the worker's decoder recursed too, a few hundred bytes a level, and a delivery with
