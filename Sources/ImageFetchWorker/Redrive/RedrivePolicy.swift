@@ -44,12 +44,15 @@ package struct RedrivePolicy: Sendable, Equatable {
         if let timestamp = properties.timestamp {
             return now - Double(timestamp)
         }
-        if case .array(let deaths)? = properties.headers["x-death"], case .table(let first)? = deaths.first,
-            let time = first["time"]?.intValue
-        {
-            return now - Double(time)
+        guard case .array(let deaths)? = properties.headers["x-death"], case .table(let first)? = deaths.first else {
+            return nil
         }
-        return nil
+        // RabbitMQ writes it as an AMQP timestamp; other writers may use an integer.
+        switch first["time"] {
+        case .timestamp(let seconds)?: return now - Double(seconds)
+        case let time?: return time.intValue.map { now - Double($0) }
+        case nil: return nil
+        }
     }
 
     /// The properties of the copy published to the jobs queue: the attempt count reset, the

@@ -31,11 +31,13 @@ struct RedrivePolicyTests {
         #expect([old, recent, dns, undated].map { both.selects($0, now: Self.now) } == [true, false, false, false])
     }
 
-    @Test func ageFallsBackToTheBrokersDeadLetterTime() {
+    /// RabbitMQ writes `x-death`'s `time` as an AMQP timestamp (`T`); an integer is read too. The
+    /// timestamp was not read, so `--older-than` never chose a dead letter without a `timestamp`
+    /// property.
+    @Test(arguments: [AMQPFieldValue.timestamp(UInt64(now - 100)), .int(Int64(now - 100))])
+    func ageFallsBackToTheBrokersDeadLetterTime(_ time: AMQPFieldValue) {
         var properties = AMQPProperties()
-        properties.headers["x-death"] = .array([
-            .table(["time": .int(Int64(Self.now - 100)), "reason": .string("rejected")])
-        ])
+        properties.headers["x-death"] = .array([.table(["time": time, "reason": .string("rejected")])])
         #expect(RedrivePolicy.age(of: properties, now: Self.now) == 100)
         #expect(RedrivePolicy.age(of: AMQPProperties(), now: Self.now) == nil)
     }
