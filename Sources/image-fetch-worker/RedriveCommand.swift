@@ -52,9 +52,13 @@ struct Redrive: ParsableCommand {
         let verb = dryRun ? "would move" : "moved"
         do {
             let summary = try redrive.run { entry in
-                print(
-                    "\(verb) \(entry.id ?? "(no id)") code=\(entry.code ?? "-") attempt=\(entry.attempt.map(String.init) ?? "-")"
-                )
+                let line =
+                    "\(entry.id ?? "(no id)") code=\(entry.code ?? "-") attempt=\(entry.attempt.map(String.init) ?? "-")"
+                if let why = entry.kept {
+                    FileHandle.standardError.write(Data("kept \(line): its copy cannot be written (\(why))\n".utf8))
+                } else {
+                    print("\(verb) \(line)")
+                }
             }
             print(
                 "\(summary.moved) of \(summary.scanned) dead letters \(verb) from \(configuration.queue.dead) to \(configuration.queue.jobs)"

@@ -118,6 +118,32 @@ struct RedriveTests {
         #expect(try Self.depth(configuration.queue.dead) == 0)
     }
 
+    /// A dead letter whose copy cannot be written (a header that leaves the copy's
+    /// `x-redrive-count` no room in a frame) stopped the pass: `redrive` exited 1, and every later
+    /// run stopped at the same message. It stays in the dead-letter queue, named on stderr, and
+    /// the others move.
+    @Test(.timeLimit(.minutes(2)))
+    func aDeadLetterWhoseCopyCannotBeWrittenStaysAndTheOthersMove() async throws {
+        let configuration = try TestBroker.configuration("redrive-kept")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        #expect(try TestBroker.publish(configuration, bodies: []) == 0)  // declare the topology
+        let big = AMQPContractTests.longString(String(repeating: "b", count: 130_967))
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.dead, body: #"{"id":"too-big","url":"http://origin.test/a.png"}"#,
+            headers: WireTable.encode([("x-big", big)]))
+        try Self.fill(
+            configuration, [DeadLetter(id: "after-1", code: "timeout"), DeadLetter(id: "after-2", code: "timeout")])
+
+        let redrive = try WorkerProcess(arguments: ["redrive"] + Self.arguments(configuration), environment: [:])
+        #expect(await redrive.waitForExit(timeout: 60) == 0, "\(redrive.log)")
+        #expect(redrive.log.contains("kept too-big code=- attempt=-: its copy cannot be written"), "\(redrive.log)")
+        #expect(redrive.log.contains("2 of 3 dead letters moved"), "\(redrive.log)")
+        let moved = try await Self.drainIDs(configuration, queue: configuration.queue.jobs, expected: 2)
+        #expect(Set(moved) == ["after-1", "after-2"])
+        #expect(try await eventually(timeout: 10) { try Self.depth(configuration.queue.dead) == 1 })
+    }
+
     /// kill -9 while moving: every message is in exactly one of the two queues afterwards, and a
     /// second run moves the rest.
     @Test(.timeLimit(.minutes(5)))

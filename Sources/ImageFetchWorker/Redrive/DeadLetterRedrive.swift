@@ -18,6 +18,8 @@ package final class DeadLetterRedrive {
         package var code: String?
         package var attempt: Int64?
         package var moved: Bool
+        /// Why it stayed in the dead-letter queue although selected: its copy cannot be written.
+        package var kept: String? = nil
     }
 
     /// What a pass did.
@@ -26,6 +28,8 @@ package final class DeadLetterRedrive {
         package var scanned = 0
         /// Moved to the jobs queue (with `dryRun`: selected, and left in place).
         package var moved = 0
+        /// Selected, but left in place: the copy could not be written.
+        package var kept = 0
     }
 
     private let configuration: WorkerConfiguration
@@ -63,17 +67,30 @@ package final class DeadLetterRedrive {
             guard let message = try connection.get(channel: channel, queue: queues.dead) else { break }
             summary.scanned += 1
             guard policy.selects(message.properties, now: seconds) else { continue }
-            summary.moved += 1
-            let entry = Self.entry(message)
+            var entry = Self.entry(message)
             if dryRun {
+                summary.moved += 1
                 report(entry)
                 continue
             }
-            try connection.publish(
-                channel: channel,
-                OutboundMessage(
-                    routingKey: queues.jobs, properties: RedrivePolicy.redriven(message.properties, now: seconds),
-                    body: message.body))
+            do throws(AMQPError) {
+                try connection.publish(
+                    channel: channel,
+                    OutboundMessage(
+                        routingKey: queues.jobs, properties: RedrivePolicy.redriven(message.properties, now: seconds),
+                        body: message.body))
+            } catch  where error.code == .unencodable {
+                // Refused before anything was sent (a property or header past what a frame or a
+                // short string holds), so the channel is whole: the message stays unacked, goes
+                // back to the dead-letter queue at the end, and the pass goes on. Stopping here
+                // would stop every later pass at it too.
+                summary.kept += 1
+                entry.moved = false
+                entry.kept = error.message
+                report(entry)
+                continue
+            }
+            summary.moved += 1
             try connection.ack(channel: channel, tag: message.tag)
             pending.append(entry)
             if pending.count >= batchSize {
