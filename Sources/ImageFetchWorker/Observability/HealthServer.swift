@@ -13,6 +13,12 @@ import Darwin
 /// The operations endpoint on `http.port`: `GET /metrics` (Prometheus text), `GET /healthz`
 /// (200 while the worker's queues answer) and `GET /readyz` (200 only while connected and
 /// consuming). Built on SwiftNIO's HTTP/1 server; one event-loop thread.
+///
+/// It listens on every address by default, so its clients are bounded: at most
+/// `maxConnections` at once (more are closed at once: they share the process's descriptors
+/// with the fetches), each closed when a whole request has not come within `requestDeadline`
+/// (idle or trickling), and a client that sends requests without reading the answers is closed
+/// rather than have them pile up in memory.
 package final class HealthServer: Sendable {
     /// What the endpoint reports; every closure must be cheap and thread-safe.
     package struct Probes: Sendable {
@@ -45,9 +51,14 @@ package final class HealthServer: Sendable {
     package var port: Int { channel.localAddress?.port ?? 0 }
 
     /// Binds and starts serving.
-    package init(host: String, port: Int, probes: Probes, logger: Logger) throws {
+    package init(
+        host: String, port: Int, probes: Probes, logger: Logger,
+        maxConnections: Int = 64, requestDeadline: TimeAmount = .seconds(30)
+    ) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.group = group
+        // The open connections, counted on the group's one event loop, which serves them all.
+        let open = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: group.next())
         do {
             self.channel = try ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 64)
@@ -55,7 +66,10 @@ package final class HealthServer: Sendable {
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(EndpointHandler(probes: probes))
+                        try channel.pipeline.syncOperations.addHandler(
+                            EndpointHandler(
+                                probes: probes, open: open, maxConnections: maxConnections,
+                                requestDeadline: requestDeadline))
                     }
                 }
                 .bind(host: host, port: port)
@@ -94,9 +108,47 @@ private final class EndpointHandler: ChannelInboundHandler {
 
     private let probes: HealthServer.Probes
     private var head: HTTPRequestHead?
+    /// The server's open connections (its event loop is this one's).
+    private let open: NIOLoopBoundBox<Int>
+    private let maxConnections: Int
+    private let requestDeadline: TimeAmount
+    /// Closes the connection unless a whole request comes first; armed while one is awaited.
+    private var deadline: Scheduled<Void>?
+    private var counted = false
 
-    init(probes: HealthServer.Probes) {
+    init(probes: HealthServer.Probes, open: NIOLoopBoundBox<Int>, maxConnections: Int, requestDeadline: TimeAmount) {
         self.probes = probes
+        self.open = open
+        self.maxConnections = maxConnections
+        self.requestDeadline = requestDeadline
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        guard open.value < maxConnections else {
+            context.close(promise: nil)
+            return
+        }
+        open.value += 1
+        counted = true
+        awaitRequest(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+        if counted {
+            open.value -= 1
+            counted = false
+        }
+        context.fireChannelInactive()
+    }
+
+    /// Arms the deadline for the next whole request.
+    private func awaitRequest(_ context: ChannelHandlerContext) {
+        deadline?.cancel()
+        let channel = context.channel
+        deadline = context.eventLoop.scheduleTask(in: requestDeadline) { channel.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -108,6 +160,14 @@ private final class EndpointHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
+            deadline?.cancel()
+            deadline = nil
+            // Answers still waiting to go out: the client sends without reading them, and each
+            // further answer would wait in memory too.
+            guard context.channel.isWritable else {
+                context.close(promise: nil)
+                return
+            }
             route(context: context, head: head)
         }
     }
@@ -176,6 +236,8 @@ private final class EndpointHandler: ChannelInboundHandler {
         if !keepAlive {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
+        } else {
+            awaitRequest(context)
         }
     }
 }

@@ -1,0 +1,126 @@
+import Dispatch
+import ImageFetchWorker
+import Logging
+import NIOCore
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The operations endpoint listens on every address by default: clients that never finish a
+/// request, never read their answers or open connection after connection must not run the worker
+/// out of memory or file descriptors.
+@Suite struct HealthServerClientsTests {
+    final class Calls: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    /// A server whose `/metrics` answer is 64 KiB, counting how often it is made.
+    static func server(
+        maxConnections: Int = 64, requestDeadline: TimeAmount = .seconds(30)
+    ) throws -> (HealthServer, Calls) {
+        let calls = Calls()
+        let probes = HealthServer.Probes(
+            isReady: { true }, checkHealth: { $0(true) },
+            metrics: {
+                calls.count.add(1, ordering: .relaxed)
+                return [UInt8](repeating: UInt8(ascii: "m"), count: 64 * 1024)
+            })
+        let server = try HealthServer(
+            host: "127.0.0.1", port: 0, probes: probes, logger: Logger(label: "test.health"),
+            maxConnections: maxConnections, requestDeadline: requestDeadline)
+        return (server, calls)
+    }
+
+    /// A TCP connection to the endpoint, with a small receive buffer when asked.
+    static func connect(_ port: Int, receiveBuffer: Int32? = nil) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        #expect(status == 0)
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count <= 0 { return }
+            sent += count
+        }
+    }
+
+    /// Whether the server closed the connection within `seconds` (reads and drops what comes).
+    static func closedByServer(_ fd: Int32, within seconds: Double) -> Bool {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while DispatchTime.now().uptimeNanoseconds < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(max(1, min(100, seconds * 1000)))) > 0 else { continue }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { return true }
+        }
+        return false
+    }
+
+    /// Requests sent back to back without a read: each 64 KiB answer waited in memory for the
+    /// next, 2,000 of them 128 MB, and without end for a client that kept sending.
+    @Test func aClientThatDoesNotReadItsAnswersIsClosed() throws {
+        let (server, calls) = try Self.server()
+        defer { server.shutdown() }
+        let fd = Self.connect(server.port, receiveBuffer: 4096)
+        defer { close(fd) }
+        Self.send(fd, String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 2_000))
+        usleep(2000000)
+        #expect(calls.count.load(ordering: .relaxed) < 100, "answers made for a client that reads none")
+        #expect(Self.closedByServer(fd, within: 5))
+    }
+
+    /// Connections beyond the limit are closed at once; the endpoint goes on answering.
+    @Test func connectionsBeyondTheLimitAreClosed() throws {
+        let (server, _) = try Self.server()
+        defer { server.shutdown() }
+        let idle = (0..<70).map { _ in Self.connect(server.port) }
+        usleep(500_000)
+        let closed = idle.filter { Self.closedByServer($0, within: 0.01) }.count
+        #expect(closed >= 6, "\(closed) of 70 idle connections closed")
+        idle.forEach { close($0) }
+        usleep(300000)
+        let fd = Self.connect(server.port)
+        defer { close(fd) }
+        Self.send(fd, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        var buffer = [UInt8](repeating: 0, count: 256)
+        #expect(String(decoding: buffer[..<max(recv(fd, &buffer, 256, 0), 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+    }
+
+    /// A connection that sends nothing, or a request a byte at a time, is closed at the deadline.
+    @Test func idleAndTricklingConnectionsAreClosedAtTheDeadline() throws {
+        let (server, _) = try Self.server(requestDeadline: .milliseconds(500))
+        defer { server.shutdown() }
+        let idle = Self.connect(server.port)
+        let trickling = Self.connect(server.port)
+        defer {
+            close(idle)
+            close(trickling)
+        }
+        for byte in "GET /metr" {
+            Self.send(trickling, String(byte))
+            usleep(100000)
+        }
+        #expect(Self.closedByServer(idle, within: 3))
+        #expect(Self.closedByServer(trickling, within: 3))
+    }
+}
