@@ -240,7 +240,10 @@ extension amqp_bytes_t {
     /// The bytes as a String when they are valid UTF-8 (empty when absent), else nil.
     var validatedString: String? {
         guard len > 0, let bytes else { return "" }
-        return String(validating: UnsafeRawBufferPointer(start: bytes, count: len), as: UTF8.self)
+        let buffer = UnsafeRawBufferPointer(start: bytes, count: len)
+        // Names are ASCII nearly always; the generic validation looks its metadata up each call.
+        if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
+        return String(validating: buffer, as: UTF8.self)
     }
 
     /// A copy of the bytes.
