@@ -48,6 +48,12 @@ import Testing
 
     /// Decodes wire bytes with rabbitmq-c's `amqp_decode_table`, then the worker's decoder.
     static func decoded(_ wire: [UInt8]) -> [String: AMQPFieldValue]? {
+        var cut = false
+        return decoded(wire, cut: &cut)
+    }
+
+    /// ``decoded(_:)``, and whether the worker's decoder cut or left something out.
+    static func decoded(_ wire: [UInt8], cut: inout Bool) -> [String: AMQPFieldValue]? {
         var pool = amqp_pool_t()
         init_amqp_pool(&pool, 4096)
         defer { empty_amqp_pool(&pool) }
@@ -58,7 +64,7 @@ import Testing
             amqp_decode_table(amqp_bytes_t(len: raw.count, bytes: raw.baseAddress), &pool, &table, &offset)
         }
         guard status == AMQP_STATUS_OK.rawValue, offset == wire.count else { return nil }
-        return AMQPTableDecoder.decode(table)
+        return AMQPTableDecoder.decode(table, cut: &cut)
     }
 
     /// A one-entry table `{"k": value}` on the wire: its length, the key as a short string, the value.
@@ -146,18 +152,8 @@ import Testing
         let odd: [UInt8] = [UInt8(badName.count)] + badName + [0x62, 0x02]
         let entries = odd + kept
         let wire = withUnsafeBytes(of: UInt32(entries.count).bigEndian, Array.init) + entries
-        var pool = amqp_pool_t()
-        init_amqp_pool(&pool, 4096)
-        defer { empty_amqp_pool(&pool) }
-        var bytes = wire
-        var table = amqp_table_t()
-        var offset = 0
-        let status = bytes.withUnsafeMutableBytes { raw in
-            amqp_decode_table(amqp_bytes_t(len: raw.count, bytes: raw.baseAddress), &pool, &table, &offset)
-        }
-        #expect(status == AMQP_STATUS_OK.rawValue)
         var cut = false
-        let headers = AMQPTableDecoder.decode(table, cut: &cut)
+        let headers = try #require(Self.decoded(wire, cut: &cut))
         #expect(cut)
         #expect(headers == ["k": .int8(1)])
         #expect(Self.wire(headers).flatMap(Self.decoded) == headers)
