@@ -140,6 +140,46 @@ struct S3CredentialsTests {
         try await origin.shutdown()
     }
 
+    /// An endpoint that answers with credentials that expired already has not refreshed them: the
+    /// valid ones are kept until they expire, the failure is named, and the request is tried again
+    /// with the backoff, not every second.
+    @Test(.timeLimit(.minutes(2)))
+    func credentialsThatExpiredAlreadyAreAFailedRefresh() async throws {
+        let origin = try await TestOrigin.start()
+        let configuration = try Self.configuration(
+            origin,
+            [
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:\(origin.port)/credentials?ttl=4",
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN": "static-token",
+            ])
+        let started = Date()
+        let sink = try S3Sink(settings: configuration.s3, fetch: configuration.fetch)
+        origin.credentialsLifetime(-60)
+        let expiration = try #require(try sink.credentials.current().get().expiration)
+
+        // The refresh is due after 3 s; its answer must not replace the keys that still hold.
+        let refreshed = await eventually(timeout: 3.9) { origin.stats.credentialsIssued >= 2 }
+        #expect(refreshed, "no refresh before expiry")
+        try await Task.sleep(for: .milliseconds(200))
+        if Date() < expiration {
+            #expect((try? sink.credentials.current().get().accessKeyID) == "ASIATEST1")
+        }
+
+        try await Task.sleep(for: .seconds(max(0, expiration.timeIntervalSinceNow) + 0.3))
+        guard case .failure(let error) = sink.credentials.current() else {
+            Issue.record("credentials that expired already were used")
+            return
+        }
+        #expect(error.retryable)
+        #expect(error.message.contains("expired already"), "\(error.message)")
+
+        // Failed refreshes are tried again after 1, 2, 4 … s: by 8 s from the start, the first
+        // answer and at most three more, not one a second.
+        try await Task.sleep(for: .seconds(max(0, 8 - Date().timeIntervalSince(started))))
+        #expect(origin.stats.credentialsIssued <= 4, "\(origin.stats.credentialsIssued) requests in 8 s")
+        try await origin.shutdown()
+    }
+
     @Test(
         .timeLimit(.minutes(1)),
         arguments: [

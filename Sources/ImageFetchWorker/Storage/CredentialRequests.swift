@@ -48,7 +48,7 @@ enum CredentialRequests {
     }
 
     static func parse(
-        _ response: FetchResponse, for source: AWSCredentialSource
+        _ response: FetchResponse, for source: AWSCredentialSource, now: Date = Date()
     ) -> Result<AWSCredentials, ConfigProblem> {
         let what: String
         switch source {
@@ -72,7 +72,7 @@ enum CredentialRequests {
             guard let key = xmlElement("AccessKeyId", in: body), let secret = xmlElement("SecretAccessKey", in: body),
                 let token = xmlElement("SessionToken", in: body)
             else { return .failure(ConfigProblem("\(what) answered without credentials")) }
-            return validated(key, secret, token, xmlElement("Expiration", in: body), what: what)
+            return validated(key, secret, token, xmlElement("Expiration", in: body), what: what, now: now)
         default:
             struct Answer: Decodable {
                 var AccessKeyId: String?
@@ -83,12 +83,12 @@ enum CredentialRequests {
             guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(response.body)),
                 let key = answer.AccessKeyId, let secret = answer.SecretAccessKey
             else { return .failure(ConfigProblem("\(what) answered without credentials")) }
-            return validated(key, secret, answer.Token, answer.Expiration, what: what)
+            return validated(key, secret, answer.Token, answer.Expiration, what: what, now: now)
         }
     }
 
     private static func validated(
-        _ key: String, _ secret: String, _ token: String?, _ expiration: String?, what: String
+        _ key: String, _ secret: String, _ token: String?, _ expiration: String?, what: String, now: Date
     ) -> Result<AWSCredentials, ConfigProblem> {
         guard !key.isEmpty, !secret.isEmpty, !key.utf8.contains(UInt8(ascii: ":")),
             [key, secret, token ?? ""].allSatisfy({ RequestHeaders.valueProblem($0) == nil })
@@ -97,6 +97,10 @@ enum CredentialRequests {
         if let expiration {
             guard let parsed = parseDate(expiration) else {
                 return .failure(ConfigProblem("\(what) answered with an unreadable Expiration"))
+            }
+            // Taken, they would replace keys that still hold, and be refreshed every second.
+            guard parsed > now else {
+                return .failure(ConfigProblem("\(what) answered with credentials that expired already"))
             }
             date = parsed
         }

@@ -106,6 +106,24 @@ import Testing
         #expect(throws: ConfigProblem.self) { try refused.get() }
     }
 
+    /// Credentials that expired already are no answer: taken, they would be refreshed again
+    /// every second, and no upload could use them.
+    @Test func credentialsThatExpiredAlreadyAreRefused() throws {
+        let source = AWSCredentialSource.container(.init(url: "http://169.254.170.23/v1/credentials"))
+        func parse(expiration: String) -> Result<AWSCredentials, ConfigProblem> {
+            let json = #"{"AccessKeyId":"ASIAX","SecretAccessKey":"s","Token":"t","Expiration":"\#(expiration)"}"#
+            return CredentialRequests.parse(
+                FetchResponse(httpStatus: 200, body: Array(json.utf8)), for: source,
+                now: CredentialRequests.parseDate("2026-01-01T00:00:00Z")!)
+        }
+        guard case .failure(let problem) = parse(expiration: "2025-12-31T23:59:00Z") else {
+            Issue.record("expired credentials were taken")
+            return
+        }
+        #expect(problem.text == "the container credentials endpoint answered with credentials that expired already")
+        #expect((try? parse(expiration: "2026-01-01T00:15:00Z").get()) != nil)
+    }
+
     /// The STS error's `<Code>` goes into a log line: only a short code of letters, digits, '.', '_'
     /// or '-' is copied, never a megabyte or a line break from the answer.
     @Test func onlyAShortPlainErrorCodeIsQuoted() throws {

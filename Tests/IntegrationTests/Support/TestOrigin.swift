@@ -31,7 +31,7 @@ import Synchronization
 /// | `/html?type=T` | the same HTML body, declared as Content-Type T (a lying server) |
 /// | `/headers` | 200 `text/plain`, the request's header lines, one `name: value` a line, names lower-cased |
 /// | `/echo` | 200 with the request body; `x-method` carries the request method |
-/// | `/credentials?ttl=S` | container credentials as JSON (`AccessKeyId` `ASIATEST<n>` for the n-th answer), expiring in S seconds (default 3600); 500 while ``TestOrigin/failCredentials(_:)`` is on |
+/// | `/credentials?ttl=S` | container credentials as JSON (`AccessKeyId` `ASIATEST<n>` for the n-th answer), expiring in S seconds (default 3600, or what ``TestOrigin/credentialsLifetime(_:)`` set); 500 while ``TestOrigin/failCredentials(_:)`` is on |
 ///
 /// Any other path is a 404.
 final class TestOrigin: Sendable {
@@ -85,6 +85,8 @@ final class TestOrigin: Sendable {
         var credentialsIssued = 0
         /// `/credentials` answers 500 while this is set.
         var credentialsFailing = false
+        /// When set, `/credentials` answers with this lifetime instead of the query's `ttl`.
+        var credentialsTTL: Double?
     }
 
     /// The port on 127.0.0.1.
@@ -149,6 +151,12 @@ final class TestOrigin: Sendable {
     /// Makes `/credentials` answer 500 (true) or credentials again (false).
     func failCredentials(_ failing: Bool) {
         counters.update { $0.credentialsFailing = failing }
+    }
+
+    /// Makes `/credentials` hand out credentials that live `seconds` (negative: expired already),
+    /// whatever the query says; nil goes back to the query's `ttl`.
+    func credentialsLifetime(_ seconds: Double?) {
+        counters.update { $0.credentialsTTL = seconds }
     }
 
     /// Closes the listener and stops the event loops (which closes every connection).
@@ -335,16 +343,16 @@ private final class OriginHandler: ChannelInboundHandler {
             let lines = head.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
             respond(context, .ok, contentType: "text/plain", body: Array(lines.utf8))
         case "credentials":
-            let ttl = Double(query["ttl"] ?? "") ?? 3600
-            let issued = counters.update { stats -> Int? in
+            let answer = counters.update { stats -> (issued: Int, ttl: Double?)? in
                 if stats.credentialsFailing { return nil }
                 stats.credentialsIssued += 1
-                return stats.credentialsIssued
+                return (stats.credentialsIssued, stats.credentialsTTL)
             }
-            guard let issued else {
+            guard let (issued, forcedTTL) = answer else {
                 respond(context, .internalServerError, contentType: "text/plain", body: Array("down\n".utf8))
                 return
             }
+            let ttl = forcedTTL ?? Double(query["ttl"] ?? "") ?? 3600
             let formatter = ISO8601DateFormatter()
             let expiration = formatter.string(from: Date().addingTimeInterval(ttl))
             let json =
