@@ -52,8 +52,7 @@ struct Redrive: ParsableCommand {
         let verb = dryRun ? "would move" : "moved"
         do {
             let summary = try redrive.run { entry in
-                let line =
-                    "\(entry.id ?? "(no id)") code=\(entry.code ?? "-") attempt=\(entry.attempt.map(String.init) ?? "-")"
+                let line = entry.reportLine
                 if let why = entry.kept {
                     FileHandle.standardError.write(Data("kept \(line): its copy cannot be written (\(why))\n".utf8))
                 } else {

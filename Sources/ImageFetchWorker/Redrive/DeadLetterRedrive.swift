@@ -137,3 +137,34 @@ package final class DeadLetterRedrive {
             attempt: message.properties.headers[JobHeaders.attempt]?.intValue, moved: true)
     }
 }
+
+extension DeadLetterRedrive.Entry {
+    /// The entry as one line of the command's report: `<id> code=<code> attempt=<n>`.
+    ///
+    /// The id and code come from the dead letter. Characters that could end the line, forge
+    /// another or reorder it on a terminal (controls, line separators, bidi and other format
+    /// characters) are written as `\u{…}`, and a long field is cut.
+    package var reportLine: String {
+        let id = id.map(Self.printable) ?? "(no id)"
+        let code = code.map(Self.printable) ?? "-"
+        return "\(id) code=\(code) attempt=\(attempt.map(String.init) ?? "-")"
+    }
+
+    static func printable(_ field: String) -> String {
+        var written = ""
+        for (index, scalar) in field.unicodeScalars.enumerated() {
+            if index == 120 {
+                written += "…"
+                break
+            }
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                written += "\\u{" + String(repeating: "0", count: max(0, 2 - hex.count)) + hex + "}"
+            default:
+                written.unicodeScalars.append(scalar)
+            }
+        }
+        return written
+    }
+}

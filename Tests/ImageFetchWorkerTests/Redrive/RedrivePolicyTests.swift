@@ -67,4 +67,24 @@ struct RedrivePolicyTests {
         #expect(again.headers["x-redrive-count"] == .int(2))
         #expect(again.headers["x-redriven-code"] == nil)
     }
+
+    /// The id and code come from the dead letter. A line break, an escape sequence or a bidi
+    /// override in them must not end the report's line, forge another one, or reorder it.
+    @Test func theReportLineKeepsHostileIDsOnOneVisibleLine() {
+        func line(id: String?, code: String? = "timeout") -> String {
+            DeadLetterRedrive.Entry(id: id, code: code, attempt: 2, moved: true).reportLine
+        }
+        #expect(line(id: "job-1") == "job-1 code=timeout attempt=2")
+        #expect(line(id: nil, code: nil) == "(no id) code=- attempt=2")
+        #expect(line(id: "ok id with spaces ü") == "ok id with spaces ü code=timeout attempt=2")
+        let forged = line(id: "a\nmoved b code=ok attempt=1\r", code: "x\u{1B}[2K\u{202E}")
+        #expect(forged == #"a\u{0A}moved b code=ok attempt=1\u{0D} code=x\u{1B}[2K\u{202E} attempt=2"#)
+        for hostile: Unicode.Scalar in ["\u{85}", "\u{2028}", "\u{2029}", "\u{7F}", "\u{0}", "\u{2066}", "\u{9}"] {
+            let written = line(id: "a\(hostile)b")
+            #expect(!written.unicodeScalars.contains(hostile), "\(written.debugDescription)")
+            #expect(written.hasPrefix("a\\u{"))
+        }
+        let long = line(id: String(repeating: "x", count: 10_000))
+        #expect(long.count < 300 && long.contains("…"))
+    }
 }
