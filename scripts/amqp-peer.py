@@ -218,8 +218,10 @@ def main(argv):
         pika.data.encode_table = _encode_raw_table
         pika.spec.data.encode_table = _encode_raw_table
         channel.confirm_delivery()
+        # An optional sixth argument: the message's TTL in milliseconds (`expiration`).
         channel.basic_publish("", queue, body, pika.BasicProperties(
-            content_type="application/json", delivery_mode=2, headers=RawTable(headers)), mandatory=True)
+            content_type="application/json", delivery_mode=2, headers=RawTable(headers),
+            expiration=argv[6] if len(argv) > 6 else None), mandatory=True)
     elif command == "get":
         pika.spec.data.decode_table = _capture_decode_table
         _raw_tables.clear()

@@ -137,4 +137,41 @@ struct TamperingBrokerTests {
         #expect((try? AMQPPeer.depth(configuration.queue.dead)).map { $0 >= 1 } == true, "no dead copy")
         withExtendedLifetime(proxy) {}
     }
+
+    /// A dead copy that a lost connection left unconfirmed belongs to that connection: the next
+    /// one must not count it against the confirm timeout. Its job does not come back here (its
+    /// TTL has passed when the broker requeues it), so nothing else forgets the copy.
+    @Test(.timeLimit(.minutes(2)))
+    func aDeadCopyLeftUnconfirmedByALostConnectionDoesNotDropTheNextOne() async throws {
+        let configuration = try TestBroker.configuration("deadstale")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let padding = String(repeating: "x", count: 100_000)
+        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]), expiration: "1500")
+        let proxy = try await TamperingProxy(configuration, mode: "noconfirm-dead")
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(
+                    [
+                        "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(proxy.port)/%2F", "QUEUE_MAX_JOB_BYTES": "65536",
+                        "AMQP_CONFIRM_TIMEOUT": "3",
+                    ]
+                ) { _, new in new })
+        let reconnecting = "the broker confirmed no publish in time; reconnecting"
+        #expect(
+            await eventually(timeout: 30) { worker.log.contains(reconnecting) }, "log:\n\(worker.log.suffix(3000))")
+        #expect(
+            await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 },
+            "the expired job stayed in the jobs queue")
+        // Long enough for the confirm timer to look many times at the new connection.
+        try await Task.sleep(for: .seconds(6))
+        let drops = worker.log.components(separatedBy: reconnecting).count - 1
+        #expect(drops == 1, "the connection was dropped \(drops) times; log:\n\(worker.log.suffix(3000))")
+        #expect(worker.isRunning)
+        #expect(await worker.stop() == 0)
+        withExtendedLifetime(proxy) {}
+    }
 }

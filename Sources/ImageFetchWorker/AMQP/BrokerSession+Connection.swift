@@ -65,6 +65,7 @@ extension BrokerSession {
             connection = nil
             acks.reset()
             for completion in confirms.reset() { completion(.connectionLost) }
+            deadCopies = DeadCopyStream()
             clearBlocked()
         }
     }
@@ -201,6 +202,9 @@ extension BrokerSession {
         connection = nil
         acks.reset()
         for completion in confirms.reset() { completion(.connectionLost) }
+        // The copies' originals are redelivered; a copy still waiting for its confirm would
+        // otherwise count as overdue on every later connection.
+        deadCopies = DeadCopyStream()
         clearBlocked()
     }
 

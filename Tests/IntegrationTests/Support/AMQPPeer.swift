@@ -21,8 +21,9 @@ enum AMQPPeer {
         var description: String
     }
 
-    /// Publishes `body` to `queue` with a raw header table (length prefix included), confirmed.
-    static func publish(url: String, queue: String, body: String, headers: [UInt8]) throws {
+    /// Publishes `body` to `queue` with a raw header table (length prefix included), confirmed;
+    /// `expiration` is the message's TTL in milliseconds.
+    static func publish(url: String, queue: String, body: String, headers: [UInt8], expiration: String? = nil) throws {
         guard isInstalled else {
             throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh")
         }
@@ -32,7 +33,8 @@ enum AMQPPeer {
         let headerFile = TestScratch.path("peer-headers-\(UUID().uuidString)")
         try Data(hex(headers).utf8).write(to: URL(fileURLWithPath: headerFile))
         defer { try? FileManager.default.removeItem(atPath: headerFile) }
-        let status = try TestBroker.run(python, [script, "publish", url, queue, file, "@" + headerFile])
+        let status = try TestBroker.run(
+            python, [script, "publish", url, queue, file, "@" + headerFile] + (expiration.map { [$0] } ?? []))
         if status != 0 { throw PeerError(description: "amqp-peer.py publish exited \(status)") }
     }
 
