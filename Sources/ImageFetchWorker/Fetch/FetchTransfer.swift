@@ -63,6 +63,9 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var lastModified: String?
     /// The status of the current response, from its status line (0 until one is seen).
     private var statusFromLine = 0
+    /// Whether the next header line is a response's first: the transfer's, or one after the blank
+    /// line that ended a response's headers (a redirect hop, a 100 Continue).
+    private var awaitingStatusLine = true
     /// The current response's `X-Robots-Tag` and `tdm-reservation` values, gathered only when
     /// the request checks opt-out signals (``FetchRequest/optOut``).
     private var optOutHeaders = OptOutHeaders()
@@ -211,10 +214,15 @@ final class FetchTransfer: @unchecked Sendable {
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
         assertOnFetchQueue()
         guard let first = line.first else { return true }
+        // Only a response's first line is its status line. libcurl reads a later line that starts
+        // with `HTTP/` and has a colon as an ordinary header; taken as a status line, it would
+        // hide the `Location` that libcurl follows from the redirect checks.
+        let firstLine = awaitingStatusLine
+        awaitingStatusLine = false
         switch first {
         case UInt8(ascii: "H"):
             // A status line starts a new response (a redirect hop, a 100 Continue, the final one).
-            if Self.hasPrefix(line, Self.statusLinePrefix) {
+            if firstLine, Self.hasPrefix(line, Self.statusLinePrefix) {
                 startResponse()
                 statusFromLine = Self.parseStatus(line)
             }
@@ -237,8 +245,8 @@ final class FetchTransfer: @unchecked Sendable {
         case UInt8(ascii: "L"), UInt8(ascii: "l"):
             // libcurl follows redirects itself; it checks the scheme (CURLOPT_REDIR_PROTOCOLS_STR)
             // and the veto checks the address, but the target's user info, length and host are
-            // ours to check.
-            if Self.isFollowed(statusFromLine), let value = Self.value(of: Self.locationPrefix, in: line) {
+            // ours to check. Whether it follows is decided by its own reading of the status.
+            if let value = Self.value(of: Self.locationPrefix, in: line), Self.isFollowed(currentStatus) {
                 if let problem = Self.redirectProblem(value) ?? redirectHostProblem(value) {
                     abortReason = problem
                     return false
@@ -254,6 +262,7 @@ final class FetchTransfer: @unchecked Sendable {
             if request.optOut != nil { optOutHeaders.gather(line) }
         case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
             // The blank line that ends a response's headers: the last moment before its body.
+            awaitingStatusLine = true
             if let policy = request.optOut, (200...299).contains(statusFromLine), !optOutHeaders.isEmpty,
                 let signal = policy.signal(
                     xRobotsTag: optOutHeaders.xRobotsTag, tdmReservation: optOutHeaders.tdmReservation)

@@ -22,9 +22,14 @@ final class CurlURL {
     }
 
     /// The host part (IPv6 in brackets), as set; nil when there is none.
-    var host: String? {
+    var host: String? { part(CURLUPART_HOST) }
+
+    /// Whether the URL as set carries a user name or a password.
+    var hasUserInfo: Bool { part(CURLUPART_USER) != nil || part(CURLUPART_PASSWORD) != nil }
+
+    private func part(_ which: CURLUPart) -> String? {
         var part: UnsafeMutablePointer<CChar>? = nil
-        guard curl_url_get(raw, CURLUPART_HOST, &part, 0) == CURLUE_OK, let part else { return nil }
+        guard curl_url_get(raw, which, &part, 0) == CURLUE_OK, let part else { return nil }
         defer { curl_free(part) }
         return String(cString: part)
     }
@@ -69,6 +74,8 @@ final class HostGuard: @unchecked Sendable {
         else {
             return nil  // libcurl's redirect fails on the same parse
         }
+        // Also where the bytes hide it: libcurl takes one to three slashes after the scheme.
+        if parser.hasUserInfo { return .redirectRefused(.userInfo) }
         return check(host, redirect: true)
     }
 

@@ -1,0 +1,51 @@
+import Foundation
+import ImageFetchWorker
+import Testing
+
+/// Redirects dressed up to slip past the engine's checks of a redirect target, from an origin
+/// that writes its answers byte by byte. The checks must see what libcurl follows.
+@Suite("FetchEngine: disguised redirects")
+struct RedirectDisguiseTests {
+    static let image = "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 4\r\n\r\nPNG!"
+
+    /// libcurl reads a response's status line once. A later header line that starts with `HTTP/`
+    /// and has a colon is an ordinary header to it, and it still follows the 302.
+    @Test func aHeaderThatLooksLikeAStatusLineDoesNotHideTheLocation() async throws {
+        let origin = try RawOrigin(responses: [
+            "/disguised":
+                "HTTP/1.1 302 Found\r\nHTTP/1.1 200 OK: x\r\nLocation: http://localhost:{port}/elsewhere.png\r\n"
+                + "Content-Length: 0\r\n\r\n",
+            "/elsewhere.png": Self.image,
+        ])
+        defer { origin.stop() }
+        let engine = try FetchEngine(
+            configuration: FetchEngineTests.configuration {
+                $0.allowedHosts = ["127.0.0.1"]
+                $0.maxRedirects = 3
+            }, addressPolicy: nil)
+        defer { engine.shutdown() }
+        let response = await FetchEngineTests.fetch(engine, origin.url("/disguised"))
+        #expect(response.error?.code == .hostNotAllowed, "\(String(describing: response.error))")
+        #expect(origin.requests == ["/disguised"], "the target must not be requested")
+    }
+
+    /// libcurl takes one to three slashes after the scheme, and a target that starts with three.
+    @Test(arguments: [
+        "http:/user:hunter2@127.0.0.1:{port}/", "http:///user:hunter2@127.0.0.1:{port}/",
+        "///user:hunter2@127.0.0.1:{port}/",
+    ])
+    func userInfoBehindOddSlashesIsRefused(target: String) async throws {
+        let origin = try RawOrigin(responses: [
+            "/odd": "HTTP/1.1 302 Found\r\nLocation: \(target)elsewhere.png\r\nContent-Length: 0\r\n\r\n",
+            "/elsewhere.png": Self.image,
+        ])
+        defer { origin.stop() }
+        let engine = try FetchEngine(
+            configuration: FetchEngineTests.configuration { $0.maxRedirects = 3 }, addressPolicy: nil)
+        defer { engine.shutdown() }
+        let response = await FetchEngineTests.fetch(engine, origin.url("/odd"))
+        #expect(response.error?.code == .invalidURL, "\(target): \(String(describing: response.error))")
+        #expect(response.error?.message.contains("hunter2") == false)
+        #expect(origin.requests == ["/odd"], "the target must not be requested")
+    }
+}
