@@ -293,6 +293,26 @@ struct FetchEngineTests {
         }
     }
 
+    /// The inspector runs on the fetch loop's only thread, which drives every transfer. An inspector
+    /// that cannot decide (a JPEG that is all stray bytes before its frame header) must not be
+    /// shown the whole body again after every chunk: that is quadratic in the body.
+    @Test("an undecided inspector sees about the body's size in all, not its square")
+    func undecidedInspectorWorkIsLinear() async throws {
+        let shown = Atomic<Int>(0)
+        let limit = 4 << 20
+        try await Self.withOrigin { origin, engine in
+            var request = FetchRequest(url: origin.url("/endless"))
+            request.inspector = { body in
+                shown.add(body.count, ordering: .relaxed)
+                return body.count >= limit ? .reject(.tooManyPixels(width: 1, height: 1)) : .needMore
+            }
+            let response = await Self.fetch(engine, request)
+            #expect(response.failure == .rejected(.tooManyPixels(width: 1, height: 1)))
+            let total = shown.load(ordering: .relaxed)
+            #expect(total <= 4 * limit, "\(total) bytes inspected for a body of \(limit)")
+        }
+    }
+
     @Test("an accepting inspector is asked once and the body completes")
     func inspectorAccepts() async throws {
         let calls = Atomic<Int>(0)

@@ -1,6 +1,6 @@
 /// What an ``FetchRequest/inspector`` decides after looking at the body received so far.
 package enum BodyVerdict: Sendable {
-    /// Keep receiving and call the inspector again after the next chunk.
+    /// Keep receiving and call the inspector again once the body has doubled.
     case needMore
     /// The body is acceptable; stop inspecting and receive the rest.
     case accept
@@ -41,8 +41,9 @@ package struct FetchRequest: Sendable {
     package var awsSigV4: String? = nil
     /// `CURLOPT_USERPWD`, for SigV4 `"key:secret"`. Never logged.
     package var userPassword: String? = nil
-    /// Called on the fetch queue with the whole body received so far, after each chunk, until it
-    /// returns something other than ``BodyVerdict/needMore``. ``BodyVerdict/reject(_:)`` aborts
+    /// Called on the fetch queue with the whole body received so far, after the first chunk and
+    /// then each time the body has doubled since it last answered ``BodyVerdict/needMore`` (so
+    /// its work stays linear in the body), until it returns something else. ``BodyVerdict/reject(_:)`` aborts
     /// the transfer with that reason. Used for the early `too_many_pixels` check.
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.

@@ -66,6 +66,8 @@ final class FetchTransfer: @unchecked Sendable {
     /// Whether the next header line is a response's first: the transfer's, or one after the blank
     /// line that ended a response's headers (a redirect hop, a 100 Continue).
     private var awaitingStatusLine = true
+    /// The body size at which an undecided inspector looks again.
+    private var nextInspection = 0
     /// The current response's `X-Robots-Tag` and `tdm-reservation` values, gathered only when
     /// the request checks opt-out signals (``FetchRequest/optOut``).
     private var optOutHeaders = OptOutHeaders()
@@ -166,10 +168,12 @@ final class FetchTransfer: @unchecked Sendable {
             return .abort
         }
         body.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
-        if inspect, let inspector = request.inspector {
+        // An undecided inspector looks again once the body has doubled: it reads the body from
+        // its start, so looking after every chunk would cost the square of the body.
+        if inspect, let inspector = request.inspector, body.count >= nextInspection {
             switch body.withUnsafeBytes(inspector) {
             case .needMore:
-                break
+                nextInspection = 2 * body.count
             case .accept:
                 phase.inspected()
             case .reject(let rejection):
@@ -291,6 +295,7 @@ final class FetchTransfer: @unchecked Sendable {
         etag = nil
         lastModified = nil
         phase.statusLine()
+        nextInspection = 0
         if !body.isEmpty { body.removeAll(keepingCapacity: true) }
     }
 
