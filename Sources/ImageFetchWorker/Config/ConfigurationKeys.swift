@@ -72,9 +72,10 @@ extension ConfigurationKey {
             .seconds("fetch.timeout", \.fetch.timeout, allowZero: false, help: "Seconds allowed for a whole transfer."),
             .seconds(
                 "fetch.connect_timeout", \.fetch.connectTimeout, allowZero: false, help: "Seconds allowed to connect."),
+            // A body is held in memory whole: no limit past 4 GiB.
             .int(
-                "fetch.max_bytes", \.fetch.maxBytes, in: 1...Int.max, help: "The largest image body accepted, in bytes."
-            ),
+                "fetch.max_bytes", \.fetch.maxBytes, in: 1...(1 << 32),
+                help: "The largest image body accepted, in bytes (at most 4 GiB)."),
             .int(
                 "fetch.max_redirects", \.fetch.maxRedirects, in: 0...50,
                 help: "Redirects followed before too_many_redirects."),

@@ -186,15 +186,19 @@ final class FetchTransfer: @unchecked Sendable {
         return .accepted
     }
 
-    /// The kept body may come in: its buffer is reserved at the declared length. The loop calls
-    /// this for a paused transfer just before resuming it.
+    /// The kept body may come in: its buffer is reserved at the declared length, up to
+    /// ``reserveLimit``. The loop calls this for a paused transfer just before resuming it.
     func admitBody() {
         assertOnFetchQueue()
         phase.admitted(inspecting: request.inspector != nil)
         if let declared = contentLength, declared > 0 {
-            body.reserveCapacity(Int(min(declared, Int64(maxBytes))))
+            body.reserveCapacity(Int(min(declared, Int64(min(maxBytes, Self.reserveLimit)))))
         }
     }
+
+    /// The most reserved on a declared length: past it the buffer grows with the bytes that
+    /// come, so a length that lies costs no more than the body does.
+    static let reserveLimit = 16 << 20
 
     /// The body is complete (all declared bytes, or the transfer ended): from now on it counts in
     /// the loop's backlog, once.

@@ -194,7 +194,10 @@ enum S3Addressing {
             guard NetworkSyntax.isHostName(String(host)) else { return nil }
         }
         if let port {
-            guard let number = Int(port), (1...65535).contains(number), port.allSatisfy(\.isASCII) else { return nil }
+            // Digits only: Swift's Int takes a sign, libcurl does not.
+            guard port.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let number = Int(port),
+                (1...65535).contains(number)
+            else { return nil }
         }
         return scheme + "://" + authority
     }

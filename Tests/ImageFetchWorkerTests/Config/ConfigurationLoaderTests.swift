@@ -198,6 +198,10 @@ struct ConfigurationLoaderTests {
         ("HTTP_PORT", "65536", "http.port"),
         ("HTTP_HOST", "not a host", "http.host"),
         ("FETCH_MAX_BYTES", "0", "fetch.max_bytes"),
+        // A body is held in memory whole; a limit past memory let any origin's declared length
+        // make the worker reserve more than malloc gives, which ends the process.
+        ("FETCH_MAX_BYTES", "9223372036854775807", "fetch.max_bytes"),
+        ("FETCH_MAX_BYTES", "4294967297", "fetch.max_bytes"),
         ("FETCH_MAX_REDIRECTS", "51", "fetch.max_redirects"),
         ("FETCH_MAX_PIXELS", "-5", "fetch.max_pixels"),
         ("FETCH_TIMEOUT", "0", "fetch.timeout"),

@@ -74,6 +74,8 @@ struct S3ConfigurationTests {
             ("S3_ENDPOINT", "ftp://store", "s3.endpoint"),
             ("S3_ENDPOINT", "https://user:pw@store", "s3.endpoint"),
             ("S3_ENDPOINT", "https://store/path", "s3.endpoint"),
+            // Swift's Int takes a sign; libcurl does not, so every upload failed instead.
+            ("S3_ENDPOINT", "https://store:+9000", "s3.endpoint"),
             ("S3_BUCKET", "Bad_Bucket", "s3.bucket"),
             ("S3_REGION", "us east", "s3.region"),
             ("S3_PREFIX", "/abs/", "s3.prefix"),
