@@ -198,6 +198,12 @@ package final class BrokerSession: @unchecked Sendable {
         queue.async { self.nackOnQueue(delivery, requeue: requeue) }
     }
 
+    /// Whether `delivery` came on the channel that is open now.
+    package func isCurrentOnQueue(_ delivery: Delivery) -> Bool {
+        assertOnQueue()
+        return connection != nil && delivery.epoch == lifecycle.epoch && isOpenEpoch
+    }
+
     /// Acks on the channel queue (for completions that already run there).
     ///
     /// The frame goes out when the channel queue has finished its current batch of work, merged

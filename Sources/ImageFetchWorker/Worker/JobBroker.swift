@@ -16,6 +16,9 @@ package protocol JobBroker: AnyObject, Sendable {
     /// Publishes with `mandatory`; `completion` runs once, on ``queue``, when the broker confirms,
     /// nacks or returns it, when the channel is lost first, or at once if it cannot be encoded.
     func publishOnQueue(_ message: OutboundMessage, completion: @escaping @Sendable (PublishOutcome) -> Void)
+    /// Whether `delivery` came on the channel that is open now. One that did not has been handed
+    /// back by the broker, which delivers it again.
+    func isCurrentOnQueue(_ delivery: Delivery) -> Bool
     /// Acks a delivery; a delivery of an older channel epoch is left to the broker's redelivery.
     func ackOnQueue(_ delivery: Delivery)
     /// Nacks a delivery (with `requeue`, it goes back to the queue); older epochs as for acks.

@@ -333,6 +333,12 @@ extension JobRunner {
         context.dropContent(keepingJob: JobLifecycle.hasFallbackResult(outcome))
         // Inside a block of completions, the publishes of the block go to the channel queue together.
         CompletionBatch.async(on: session.queue) { [self] in
+            // A job of a lost channel is redelivered and decided again: its copies published now
+            // would fork it (two retry lines, two dead letters), and its result would come twice.
+            guard session.isCurrentOnQueue(context.delivery) else {
+                for _ in messages { run(context) { $0.publishAnswered(.connectionLost) } }
+                return
+            }
             let publishedAt = DispatchTime.now().uptimeNanoseconds
             for message in messages {
                 session.publishOnQueue(message) { [self] answer in

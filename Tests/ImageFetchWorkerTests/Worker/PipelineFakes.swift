@@ -90,6 +90,16 @@ final class FakeBroker: JobBroker, @unchecked Sendable {
         }
     }
 
+    /// A new connection after a loss: a new channel epoch, consuming again.
+    func reconnect() {
+        queue.sync {
+            epoch += 1
+            connected = true
+            flags.withLock { $0.consuming = true }
+            delegate?.brokerConnected(epoch: epoch)
+        }
+    }
+
     func setBlocked(_ isBlocked: Bool) {
         queue.sync {
             flags.withLock { $0.blocked = isBlocked }
@@ -122,6 +132,11 @@ final class FakeBroker: JobBroker, @unchecked Sendable {
         if case .automatic = confirms {
             queue.async { self.complete(sequence, .confirmed) }
         }
+    }
+
+    func isCurrentOnQueue(_ delivery: Delivery) -> Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return connected && delivery.epoch == epoch
     }
 
     func ackOnQueue(_ delivery: Delivery) {

@@ -259,6 +259,26 @@ import Testing
         #expect(pipeline.worker.stats.snapshot.succeeded == 0)
     }
 
+    /// A job of a lost channel that finishes after the reconnect publishes nothing: the broker
+    /// redelivers it, and a retry copy published beside that would fork the job into two lines
+    /// that each retry and dead-letter on their own.
+    @Test func aJobOfALostChannelPublishesNoCopyOnTheNextConnection() throws {
+        let pipeline = try Pipeline(concurrency: 2)
+        let url = Self.url("fork")
+        pipeline.fetcher.script(url, .hold)
+        let tag = pipeline.broker.deliver(id: "j1", url: url, attempt: 1)
+        #expect(Self.until { pipeline.fetcher.heldCount == 1 })
+
+        pipeline.broker.loseConnection()
+        pipeline.broker.reconnect()
+        pipeline.fetcher.release(url, with: FetchResponse(failure: .timeout))
+        #expect(Self.until { pipeline.worker.stats.snapshot.inFlight == 0 })
+        #expect(pipeline.worker.inFlight.wait(timeout: .now() + 5) == .success)
+        #expect(pipeline.published.isEmpty, "\(pipeline.published.map(\.routingKey))")
+        #expect(pipeline.acked.isEmpty && pipeline.nacked.isEmpty)
+        #expect(pipeline.broker.read { $0.unsettled[1] } == [tag], "left to the broker's redelivery")
+    }
+
     // MARK: - Blocked
 
     /// While the broker blocks publishing nothing is admitted; the unblock lets the job start.
