@@ -79,6 +79,12 @@ extension ImageSniffer {
     /// entry, and so does every strip or tile (offset and byte count). An IFD without strip or
     /// tile offsets holds no image and is refused, as libtiff refuses it.
     static func walkTIFF(_ v: ByteView) throws(SniffStop) {
+        var reads = 0
+        try walkTIFF(v, reads: &reads)
+    }
+
+    /// ``walkTIFF(_:)``, counting the IFD entries and array elements it reads.
+    static func walkTIFF(_ v: ByteView, reads: inout Int) throws(SniffStop) {
         let bigEndian = try v.u8(0) == 0x4D
         let big = (bigEndian ? try v.u16be(2) : try v.u16le(2)) == 43
         let r = TIFFReader(v: v, bigEndian: bigEndian, big: big)
@@ -86,18 +92,26 @@ extension ImageSniffer {
         let inline = big ? 8 : 4
         var next = try r.word(big ? 8 : 4)
         var isFirst = true
+        // The file decides what each IFD points at. IFD0 costs at most about its body; the later
+        // ones share a budget of the body's size and are not walked past it, and an IFD seen
+        // before ends the chain (libtiff stops there too), so the walk stays linear.
+        var visited: [UInt64] = []
+        let budget = reads + v.count
         for _ in 0..<maxTIFFDirectories {
-            guard next != 0 else { return }
+            guard next != 0, !visited.contains(next) else { return }
+            visited.append(next)
             guard next <= UInt64(Int.max / 2) else { throw .needMore }
             let ifd = Int(next)
             let entries = Int(big ? min(try r.u64(ifd), UInt64(Int32.max)) : UInt64(try r.u16(ifd)))
             let first = ifd + (big ? 8 : 2)
             try v.require(first, entries * entrySize + inline)
+            guard isFirst || reads + entries <= budget else { return }
             var offsets: (type: UInt16, count: Int, at: Int)?
             var counts: (type: UInt16, count: Int, at: Int)?
             // For libtiff's estimate of a single uncompressed strip: the first value of each tag.
             var layout = UncompressedLayout()
             for index in 0..<entries {
+                reads += 1
                 let entry = first + entrySize * index
                 let tag = try r.u16(entry)
                 let type = try r.u16(entry + 2)
@@ -136,8 +150,10 @@ extension ImageSniffer {
                 isFirst = false
                 continue
             }
+            guard isFirst || reads + offsets.count <= budget else { return }
             isFirst = false
             for index in 0..<offsets.count {
+                reads += 1
                 let offset = try tiffArrayElement(r, offsets.type, at: offsets.at, index)
                 var length: UInt64 = 0
                 if let counts, index < counts.count {

@@ -48,6 +48,24 @@ extension ImageSniffer {
         }
     }
 
+    /// The TIFF walk's verdict on `bytes` and the IFD entries and array elements it read, for
+    /// tests: the walk must stay linear in the body whatever its IFDs point at.
+    package static func tiffWalk(_ bytes: [UInt8]) -> (problem: StructureProblem?, reads: Int) {
+        var reads = 0
+        let problem = bytes.withUnsafeBytes { raw -> StructureProblem? in
+            do throws(SniffStop) {
+                try walkTIFF(ByteView(raw), reads: &reads)
+                return nil
+            } catch {
+                switch error {
+                case .needMore: return .truncated(reason: "tiff ends before its end")
+                case .invalid(let reason): return .corrupt(reason: reason)
+                }
+            }
+        }
+        return (problem, reads)
+    }
+
     /// ``checkStructure(_:format:)`` on an array, for tests.
     package static func checkStructure(_ bytes: [UInt8], format: ImageFormat) -> StructureProblem? {
         bytes.withUnsafeBytes { checkStructure($0, format: format) }

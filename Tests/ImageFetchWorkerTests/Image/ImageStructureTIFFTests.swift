@@ -1,0 +1,55 @@
+import Testing
+
+@testable import ImageFetchWorker
+
+/// The TIFF walk follows a chain of IFDs that the file itself describes. A hostile file must not
+/// make it read more than about its own size: not by pointing an IFD back at itself, nor by
+/// pointing many IFDs at one huge strip array.
+@Suite struct ImageStructureTIFFTests {
+    static func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+    static func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+    static func entry(_ tag: Int, _ type: Int, count: Int, _ value: Int) -> [UInt8] {
+        le16(tag) + le16(type) + le32(count) + le32(value)
+    }
+
+    /// `ifds` IFDs of a 1 × 1 image, at 8, 50, 92 …, the last pointing to `lastNext`. Each has
+    /// StripOffsets of `strips` SHORTs after the IFDs (all 0: empty strips at the start, which the
+    /// walk accepts), one array for all (`shared`) or one each.
+    static func tiff(strips: Int, ifds: Int, shared: Bool = true, lastNext: (Int) -> Int) -> [UInt8] {
+        let ifdSize = 2 + 3 * 12 + 4
+        let arraysAt = 8 + ifds * ifdSize
+        var bytes = Array("II".utf8) + le16(42) + le32(8)
+        for index in 0..<ifds {
+            let at = 8 + index * ifdSize
+            bytes += le16(3) + entry(256, 3, count: 1, 1) + entry(257, 3, count: 1, 1)
+            bytes += entry(273, 3, count: strips, arraysAt + (shared ? 0 : index * 2 * strips))
+            bytes += le32(index == ifds - 1 ? lastNext(at) : at + ifdSize)
+        }
+        return bytes + [UInt8](repeating: 0, count: 2 * strips * (shared ? 1 : ifds))
+    }
+
+    @Test func anIFDThatPointsBackAtItselfIsWalkedOnce() {
+        let file = Self.tiff(strips: 100_000, ifds: 1) { $0 }
+        let walk = ImageSniffer.tiffWalk(file)
+        #expect(walk.problem == nil)
+        #expect(walk.reads <= 2 * file.count, "\(walk.reads) reads for \(file.count) bytes")
+    }
+
+    @Test func manyIFDsOverOneArrayCostNoMoreThanTheBody() {
+        let file = Self.tiff(strips: 100_000, ifds: 64) { _ in 0 }
+        let walk = ImageSniffer.tiffWalk(file)
+        #expect(walk.problem == nil)
+        #expect(walk.reads <= 2 * file.count, "\(walk.reads) reads for \(file.count) bytes")
+    }
+
+    /// A multi-page file whose pages each have their own strips is walked to its last page.
+    @Test func pagesWithTheirOwnStripsAreAllChecked() {
+        var file = Self.tiff(strips: 1_000, ifds: 8, shared: false) { _ in 0 }
+        #expect(ImageSniffer.tiffWalk(file).problem == nil)
+        // The last IFD's array moved past the end: the walk reaches it.
+        let lastIFD = 8 + 7 * 42
+        file[lastIFD + 2 + 2 * 12 + 8] = 0xF0
+        file[lastIFD + 2 + 2 * 12 + 9] = 0xFF
+        #expect(ImageSniffer.tiffWalk(file).problem == .truncated(reason: "tiff ends before its end"))
+    }
+}
