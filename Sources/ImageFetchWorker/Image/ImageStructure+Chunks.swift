@@ -69,6 +69,9 @@ extension ImageSniffer {
                 frames += 1
             default:
                 guard frames > 0 else { throw .invalid("GIF block of unknown type") }
+                // A stray byte after a frame ends the image, as browsers have it; but nothing but
+                // zeros to the end is a file cut inside its last frame and padded, with no trailer.
+                if v.bytes[position...].allSatisfy({ $0 == 0 }) { throw .needMore }
                 return
             }
         }

@@ -129,12 +129,28 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         var gif = S.gif(width: 1, height: 1)
         gif.removeLast()
         #expect(ImageSniffer.checkStructure(gif, format: .gif) == .truncated(reason: "gif ends before its end"))
-        #expect(ImageSniffer.checkStructure(gif + [0x00], format: .gif) == nil)
+        #expect(ImageSniffer.checkStructure(gif + [0x42], format: .gif) == nil)
+        // An extra block terminator before the trailer, as some encoders write.
+        #expect(ImageSniffer.checkStructure(gif + [0x00, 0x3B], format: .gif) == nil)
         // Before any frame, a byte that starts no block is refused.
         let screenOnly = Array(gif.prefix(19))
         #expect(
             ImageSniffer.checkStructure(screenOnly + [0x00, 0x3B], format: .gif)
                 == .corrupt(reason: "GIF block of unknown type"))
+    }
+
+    /// A GIF cut inside its last frame and padded with zeros (a preallocated file): the open
+    /// sub-block swallows some zeros, the next is read as its terminator, and the rest is no
+    /// block. Taken as a stray byte after a frame, that ended the image: `ok` with no trailer.
+    @Test func aGIFWhoseTailIsZerosWithoutATrailerIsTruncated() {
+        var gif = Array("GIF89a".utf8) + [10, 0, 10, 0, 0x80, 0, 0] + [UInt8](repeating: 0, count: 6)
+        gif += [0x2C, 0, 0, 0, 0, 10, 0, 10, 0, 0]  // the image descriptor
+        gif += [0x02, 0x16, 0x8C, 0x2D, 0x99, 0x87, 0x2A]  // a sub-block of 22 bytes, 5 of them here
+        for padding in [1, 2, 4096] {
+            #expect(
+                ImageSniffer.checkStructure(gif + [UInt8](repeating: 0, count: 17 + padding), format: .gif)
+                    == .truncated(reason: "gif ends before its end"), "\(padding)")
+        }
     }
 
     @Test func aWebPChunkOverrunningItsRIFFIsCorrupt() {
