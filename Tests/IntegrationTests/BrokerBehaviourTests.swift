@@ -154,6 +154,52 @@ struct BrokerBehaviourTests {
         try await origin.shutdown()
     }
 
+    /// SIGTERM while a memory alarm blocks the connection. The broker reads nothing from a blocked
+    /// connection, so the consumer's `basic.cancel` waited out the RPC timeout (30 s), and the
+    /// close of the connection it then dropped waited 30 s more: the exit came about a minute
+    /// later, whatever `worker.drain_timeout` said, past a default Kubernetes grace period.
+    @Test(.timeLimit(.minutes(3)))
+    func aStopWhileTheBrokerBlocksTheConnectionEndsWithinTheDrainTimeout() async throws {
+        let origin = try await TestOrigin.start(threads: 2)
+        let configuration = try TestBroker.configuration("blocked-stop")
+        defer { TestBroker.cleanUp(configuration) }
+        let ids = (0..<200).map { "bs\($0)" }
+        origin.setPace(milliseconds: 100)
+        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == ids.count)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        let port = try TestBroker.freePort()
+        let endpoint = try OperationsEndpoint(port: port)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging([
+                    "WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1",
+                    "WORKER_DRAIN_TIMEOUT": "3",
+                ]) { _, new in new })
+        #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
+        let script = try #require(TestBroker.script)
+        defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
+        origin.setPace(milliseconds: 1_000)
+        try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
+        #expect(
+            await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 503 }, "log:\n\(worker.log.suffix(2000))"
+        )
+        #expect(worker.log.contains("the broker blocked the connection"))
+        // Let a result or two reach the blocked connection, then stop.
+        try await Task.sleep(for: .seconds(2))
+        let stoppedAt = DispatchTime.now()
+        worker.signal(SIGTERM)
+        // The drain timeout (3 s), its grace for aborted fetches (5 s), and a close (2 s).
+        let status = await worker.waitForExit(timeout: 25)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - stoppedAt.uptimeNanoseconds) / 1e9
+        #expect(status != nil, "still running 25 s after SIGTERM; log:\n\(worker.log.suffix(3000))")
+        if status == nil { _ = await worker.stop(grace: 90) }
+        #expect(seconds < 20, "exited \(seconds) s after SIGTERM")
+        try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
+        try await origin.shutdown()
+    }
+
     /// Issue 33, defect 1: the connection is lost while the broker blocks it, and the alarm clears
     /// before the worker is back. The new connection is not blocked, so the broker never sends
     /// `connection.unblocked` on it; the worker must not stay parked waiting for one.

@@ -44,7 +44,10 @@ package final class AMQPConnection {
     }
 
     deinit {
-        if isOpen { _ = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS)) }
+        // A connection dropped after a failure gets the short close of ``close(replyCode:)``: with
+        // the RPC timeout of `open`, a broker that reads nothing (one that blocks the connection)
+        // held the caller 30 s more.
+        close()
         amqp_destroy_connection(state)
     }
 

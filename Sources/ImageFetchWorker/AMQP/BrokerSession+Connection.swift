@@ -45,6 +45,13 @@ extension BrokerSession {
             }
         case .cancelConsumer:
             guard let connection else { return }
+            // The broker reads nothing from a connection it blocks: the cancel would wait out the
+            // RPC timeout on this queue, holding the drain behind it. Deliveries still coming are
+            // handed back, and closing the connection ends the consumer.
+            guard !isBlocked else {
+                logger.info("the broker blocks the connection; the consumer ends with it")
+                return
+            }
             do {
                 try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
                 logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
