@@ -200,6 +200,45 @@ struct BrokerBehaviourTests {
         try await origin.shutdown()
     }
 
+    /// rabbitmq-c writes without a deadline. A job over `queue.max_job_bytes` is streamed to its
+    /// dead copy as it is read; when the broker blocks the connection (a memory alarm) it reads
+    /// nothing, so once the socket's buffers are full the write waits, and the broker's own write
+    /// of the delivery waits on the worker. The drain's close waited behind it until the broker's
+    /// send timeout broke the connection: 26 s after SIGTERM with a 2 s drain timeout.
+    @Test(.timeLimit(.minutes(3)))
+    func aStopWhileAWriteWaitsOnABlockedConnectionStillEnds() async throws {
+        let configuration = try TestBroker.configuration("blocked-write")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let padding = String(repeating: "x", count: 40 << 20)
+        let large = #"{"id":"huge","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
+        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]))
+        let script = try #require(TestBroker.script)
+        defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
+        try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(["QUEUE_MAX_JOB_BYTES": "65536", "WORKER_DRAIN_TIMEOUT": "2"]) { _, new in new })
+        #expect(
+            await eventually(timeout: 30) { worker.log.contains("worker started") }, "log:\n\(worker.log.suffix(2000))")
+        // Time to read the job's first frames and fill the socket with its copy.
+        try await Task.sleep(for: .seconds(4))
+        worker.signal(SIGTERM)
+        // The drain timeout (2 s), its grace for aborted fetches (5 s), the close's bound (5 s).
+        let status = await worker.waitForExit(timeout: 16)
+        #expect(status != nil, "still running 16 s after SIGTERM; log:\n\(worker.log.suffix(3000))")
+        if status == nil { worker.signal(SIGKILL) }
+        try Self.ctl(["set_vm_memory_high_watermark", "0.4"])
+        // Nothing is lost: the job is back in the jobs queue, or its copy made it to the dead one.
+        #expect(
+            await eventually(timeout: 30) {
+                let jobs = (try? AMQPPeer.depth(configuration.queue.jobs)) ?? 0
+                let dead = (try? AMQPPeer.depth(configuration.queue.dead)) ?? 0
+                return jobs + dead >= 1
+            })
+    }
+
     /// Issue 33, defect 1: the connection is lost while the broker blocks it, and the alarm clears
     /// before the worker is back. The new connection is not blocked, so the broker never sends
     /// `connection.unblocked` on it; the worker must not stay parked waiting for one.

@@ -296,13 +296,20 @@ package final class BrokerSession: @unchecked Sendable {
         }
     }
 
-    /// Closes the channel and the connection; safe to call more than once.
-    package func close() {
+    /// Closes the channel and the connection; safe to call more than once. Waits for the channel
+    /// queue until `deadline`, and returns false if it did not get there: rabbitmq-c writes
+    /// without a deadline, so a write that a broker does not read (it blocks the connection) holds
+    /// the queue until the broker gives the connection up.
+    @discardableResult
+    package func close(deadline: DispatchTime = .distantFuture) -> Bool {
         interrupter.interrupt()
-        queue.sync {
-            perform(lifecycle.close())
-            publishState()
+        let closed = DispatchSemaphore(value: 0)
+        queue.async {
+            self.perform(self.lifecycle.close())
+            self.publishState()
+            closed.signal()
         }
+        return closed.wait(timeout: deadline) == .success
     }
 
     /// A passive declare on the worker's own connection: ready messages and consumers of a queue,

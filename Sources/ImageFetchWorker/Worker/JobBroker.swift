@@ -42,8 +42,10 @@ package protocol JobBroker: AnyObject, Sendable {
     func start(retrying: Bool) throws(AMQPError)
     /// Cancels the consumer (the drain); `completion` runs on ``queue`` once it is cancelled.
     func stopConsuming(completion: @escaping @Sendable () -> Void)
-    /// Closes the connection; safe to call more than once.
-    func close()
+    /// Closes the connection; safe to call more than once. False when the channel queue did not
+    /// get to it by `deadline` (a write that the broker does not read holds it).
+    @discardableResult
+    func close(deadline: DispatchTime) -> Bool
     /// Ready messages and consumers of a queue, or nil (missing queue, no connection).
     func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void)
 }

@@ -55,6 +55,9 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
     private(set) var admission: Admission<JobContext>!
 
     let redeliveries: Mutex<RedeliveryCounter>
+    /// The longest the drain waits for the broker connection to close before the process exits
+    /// without it.
+    static var closeTimeout: Double { 5 }
     /// The drain's state; its one copy: readiness and intake read it from other queues.
     private let drain = Mutex(DrainStateMachine())
     private var drainCompletion: (@Sendable (Int32) -> Void)?
@@ -225,7 +228,13 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
             summaryTimer?.cancel()
             depthTimer?.cancel()
             logSummary()
-            session.close()
+            if !session.close(deadline: .now() + Self.closeTimeout) {
+                // Unacked deliveries go back to the queue when the process ends: nothing is lost.
+                logger.error(
+                    "the broker connection did not close in time (a write the broker does not read); exiting without it",
+                    metadata: ["close_timeout_seconds": "\(Int(Self.closeTimeout))"]
+                )
+            }
             fetchEngine.shutdown()
             modifyDrain { $0.closed() }
         case .finish(let status):

@@ -176,11 +176,13 @@ final class FakeBroker: JobBroker, @unchecked Sendable {
         }
     }
 
-    func close() {
+    @discardableResult
+    func close(deadline: DispatchTime = .distantFuture) -> Bool {
         queue.sync {
             closed = true
             connected = false
         }
+        return true
     }
 
     func queueDepth(_ name: String, completion: @escaping @Sendable ((messages: Int, consumers: Int)?) -> Void) {
