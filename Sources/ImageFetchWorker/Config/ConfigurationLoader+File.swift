@@ -11,6 +11,17 @@ extension ConfigurationLoader {
     /// The largest `--config` file read; configuration files are a few kilobytes.
     static let maxConfigFileBytes = 1 << 20
 
+    /// Why `path` is not a small regular file (at most ``maxConfigFileBytes``), or nil, also when
+    /// it cannot be looked at (the read then says why). A FIFO or a device would hold the start
+    /// for good, a huge file its memory: the `--config` file and `*_FILE` secrets are checked.
+    static func smallFileProblem(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return "is not a regular file" }
+        guard info.st_size <= maxConfigFileBytes else { return "is larger than 1 MiB" }
+        return nil
+    }
+
     /// Reads and parses the file named by `--config`, if any.
     static func loadConfigFile(
         cli: CommandLineArgumentsProvider
@@ -31,15 +42,8 @@ extension ConfigurationLoader {
             throw ConfigurationError(
                 key: "config", problem: "\(ConfigText.quoted(path)) must end in .json, .yaml or .yml")
         }
-        // A small regular file: a FIFO or a device would hold the start, a huge file its memory.
-        var info = stat()
-        if stat(path, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
-                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) is not a regular file")
-            }
-            guard info.st_size <= Self.maxConfigFileBytes else {
-                throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) is larger than 1 MiB")
-            }
+        if let problem = smallFileProblem(path) {
+            throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) \(problem)")
         }
         let data: Data
         do {

@@ -86,6 +86,10 @@ struct VariableFileProvider: FixedConfigProvider {
 
     /// A secret from a file, without its trailing line break.
     static func readSecret(path: String, key: String, variable: String) throws(ConfigurationError) -> String {
+        if let problem = ConfigurationLoader.smallFileProblem(path) {
+            throw ConfigurationError(
+                key: key, problem: "the file \(ConfigText.quoted(path)) named by \(variable) \(problem)")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
             throw ConfigurationError(

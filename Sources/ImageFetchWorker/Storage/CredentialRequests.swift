@@ -117,7 +117,8 @@ enum CredentialRequests {
     }
 
     private static func readToken(_ path: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard ConfigurationLoader.smallFileProblem(path) == nil, let data = FileManager.default.contents(atPath: path)
+        else { return nil }
         let text = ConfigText.trimmed(String(decoding: data, as: UTF8.self))
         return text.isEmpty ? nil : text
     }

@@ -349,6 +349,18 @@ struct ConfigurationLoaderTests {
         #expect(error?.description.contains("/nonexistent/amqp-secret") == true)
     }
 
+    /// As for `--config`: a device or a FIFO would hold the start for good (`/dev/zero` until
+    /// memory runs out), a huge file its memory. Such a file is one line and exit 78.
+    @Test func aSecretFileMustBeASmallRegularFile() throws {
+        let device = loadError([], ["AMQP_URL_FILE": "/dev/null"])
+        #expect(device?.key == "amqp.url")
+        #expect(device?.description.contains("is not a regular file") == true, "\(String(describing: device))")
+        let huge = try TempFile(extension: "txt", contents: "amqp://" + String(repeating: "a", count: 2 << 20) + "\n")
+        let large = loadError([], ["AMQP_URL_FILE": huge.path])
+        #expect(large?.key == "amqp.url")
+        #expect(large?.description.contains("is larger than 1 MiB") == true, "\(String(describing: large).prefix(300))")
+    }
+
     @Test func badSecretFileContentIsNotShown() throws {
         let secret = try TempFile(extension: "txt", contents: "amqp://app:hunter2@broker:99999/\n")
         let error = loadError([], ["AMQP_URL_FILE": secret.path])
