@@ -43,8 +43,9 @@ package struct FetchRequest: Sendable {
     package var userPassword: String? = nil
     /// Called on the fetch queue with the whole body received so far, after the first chunk and
     /// then each time the body has doubled since it last answered ``BodyVerdict/needMore`` (so
-    /// its work stays linear in the body), until it returns something else. ``BodyVerdict/reject(_:)`` aborts
-    /// the transfer with that reason. Used for the early `too_many_pixels` check.
+    /// its work stays linear in the body), until it returns something else.
+    /// ``BodyVerdict/reject(_:)`` aborts the transfer with that reason. Used for the early
+    /// `too_many_pixels` check.
     ///
     /// It runs on the engine's only thread, so it must be quick and must not block.
     package var inspector: (@Sendable (UnsafeRawBufferPointer) -> BodyVerdict)? = nil
