@@ -33,7 +33,8 @@ extension ImageSniffer {
             let size64 = try v.u64be(offset + 8)
             guard size64 >= 16, size64 <= UInt64(Int.max) else { throw .invalid("bad ISOBMFF box size") }
             let (sum, overflow) = offset.addingReportingOverflow(Int(size64))
-            guard !overflow else { throw .invalid("bad ISOBMFF box size") }
+            // `Int.max` stands for size 0 (to the end of the file); no real box ends there.
+            guard !overflow, sum != Int.max else { throw .invalid("bad ISOBMFF box size") }
             payload = offset + 16
             end = sum
         case 2..<8:

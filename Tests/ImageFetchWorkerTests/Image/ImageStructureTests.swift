@@ -205,6 +205,20 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         #expect(refusal == .structure(truncated))
     }
 
+    /// Size 0 (to the end of the file) is kept as `Int.max`. A 64-bit size that makes a box end
+    /// exactly there must not pass for it: the box claims about 8 EiB.
+    @Test func aBoxWhoseSixtyFourBitSizeEndsAtIntMaxIsNotToTheEndOfTheFile() throws {
+        let heic = S.heic(width: 64, height: 48)
+        let mdat = try #require(
+            (0..<(heic.count - 8)).first { heic[$0 + 4] == 0x6D && Array(heic[($0 + 4)..<($0 + 8)]) == S.ascii("mdat") }
+        )
+        let size = UInt64(Int.max - mdat)
+        let largesize: [UInt8] =
+            [0, 0, 0, 1] + S.ascii("mdat") + (0..<8).map { UInt8(truncatingIfNeeded: size >> (56 - 8 * $0)) }
+        let claimed = Array(heic[..<mdat]) + largesize + Array(heic[(mdat + 8)...])
+        #expect(ImageSniffer.checkStructure(claimed, format: .heic) == .corrupt(reason: "bad ISOBMFF box size"))
+    }
+
     @Test func aHEIFExtentOutsideTheFileIsTruncated() {
         let heic = S.heic(width: 64, height: 48)
         #expect(ImageSniffer.checkStructure(heic + [0, 0, 0, 8] + S.ascii("free"), format: .heic) == nil)
