@@ -161,7 +161,10 @@ public final class FileSink: ImageSink {
         }
 
         func failure(_ what: String, _ errno: Errno) -> Result<StoredObject, StorageError> {
-            .failure(StorageError("\(what) \(key): \(errno.text)"))
+            // A key whose folder is a file, whose name is a folder, or that is too long fails the
+            // same way next time; a full disk or a permission may be fixed meanwhile.
+            let permanent = errno.code == ENOTDIR || errno.code == EISDIR || errno.code == ENAMETOOLONG
+            return .failure(StorageError("\(what) \(key): \(errno.text)", retryable: !permanent))
         }
 
         // Open a fresh temporary file next to the destination, creating folders on first use.

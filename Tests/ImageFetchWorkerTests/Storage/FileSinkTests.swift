@@ -147,6 +147,23 @@ fileprivate extension ImageSink {
         #expect(tree.allSatisfy { $0.hasPrefix("images/") }, "\(tree)")
     }
 
+    /// A key whose folder is a file, or whose name is a folder, fails the same way every time:
+    /// going through every retry queue first only delays the result.
+    @Test func aKeyThatCollidesWithAnotherKeysFileOrFolderIsNotRetried() async throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let sink = try FileSink(root: folder.path + "/images", fsync: false)
+        _ = try await sink.store(request(key: "a")).get()
+        _ = try await sink.store(request(key: "c/d")).get()
+        for key in ["a/b", "c"] {
+            guard case .failure(let error) = await sink.store(request(key: key)) else {
+                Issue.record("\(key) was stored")
+                continue
+            }
+            #expect(!error.retryable, "\(key): \(error.message)")
+        }
+    }
+
     /// A keyed job must not plant bytes at another image's content address: the image that owns
     /// the address, stored later without a key, must get a location that holds its own bytes.
     @Test func aKeyedJobCannotPlantBytesAtAnotherImagesContentAddress() async throws {
