@@ -14,10 +14,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/socket.h>
-/* This header and CCurl's both include <curl/curl.h>. When a compile batch loads this module
- * first, libcurl's declarations belong to it, and a Swift file that imports CCurl alone cannot
- * see them ("cannot find 'CURLE_OK' in scope"): every Swift file that imports CCurl imports
- * CShims too. */
+/* This header and CCurl's both include <curl/curl.h>, and this one and CRabbitMQ's both include
+ * <amqp.h>. When a compile batch loads this module first, those declarations belong to it, and a
+ * Swift file that imports CCurl or CRabbitMQ alone cannot see them ("cannot find 'CURLE_OK' in
+ * scope", "cannot find 'AMQP_RESPONSE_NORMAL' in scope"; which batch loads what first changes
+ * with the files, so a build can break on an unrelated change): every Swift file that imports
+ * CCurl or CRabbitMQ imports CShims too. */
 #include <curl/curl.h>
 #include "ifw_vips.h"
 #if __has_include(<rabbitmq-c/amqp.h>)

@@ -1,4 +1,5 @@
 import CRabbitMQ
+import CShims
 
 /// Publishing a message whose body is not in memory: its method and content header first, then
 /// the body frame by frame as it arrives. The session uses it to dead-letter a job over

@@ -1,4 +1,5 @@
 import CRabbitMQ
+import CShims
 
 /// A failure talking to the broker. The description names the operation and the reason, never a
 /// password or a full URL.

@@ -1,4 +1,5 @@
 import CRabbitMQ
+import CShims
 
 /// A value in an AMQP field table (message headers, queue arguments, client properties).
 ///

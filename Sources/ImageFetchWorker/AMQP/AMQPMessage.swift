@@ -1,4 +1,5 @@
 import CRabbitMQ
+import CShims
 
 /// One header: a name and its value.
 package typealias AMQPHeader = (key: String, value: AMQPFieldValue)

@@ -1,4 +1,5 @@
 import CRabbitMQ
+import CShims
 import Dispatch
 import Foundation
 import Logging

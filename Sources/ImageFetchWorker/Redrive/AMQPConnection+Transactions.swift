@@ -1,4 +1,5 @@
 import CRabbitMQ
+import CShims
 
 /// The synchronous calls the redrive needs: `basic.get` and transactions.
 extension AMQPConnection {
