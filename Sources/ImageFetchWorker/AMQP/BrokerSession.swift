@@ -169,6 +169,9 @@ package final class BrokerSession: @unchecked Sendable {
                 try connect(urlIndex: index)
                 return .success(())
             } catch {
+                // Said here, on the channel queue, before the drain's next step can run and end
+                // the process: from the caller's thread it could come too late to be written.
+                if error.code == .interrupted { logger.info("shutdown began while connecting to the broker") }
                 if retrying {
                     perform(lifecycle.connectFailed(jitter: Double.random(in: 0..<1)))
                 } else {

@@ -159,7 +159,7 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
         } catch  where error.code == .login || error.code == .tls {
             throw error
         } catch  where error.code == .interrupted {
-            logger.info("shutdown began while connecting to the broker")
+            // The session said so; the drain goes on.
         } catch {
             logger.warning("the broker is not reachable yet; retrying", metadata: ["error": "\(error)"])
         }
