@@ -154,29 +154,46 @@ struct BrokerBehaviourTests {
         try await origin.shutdown()
     }
 
+    /// A run against a paced origin: `jobs` jobs of `/paced` published, a collector on the
+    /// results, and a worker with its operations endpoint on loopback and `environment` on top.
+    struct PacedRun {
+        let origin: TestOrigin
+        let ids: [String]
+        let results: QueueCollector
+        let endpoint: OperationsEndpoint
+        let worker: WorkerProcess
+    }
+
+    static func pacedRun(
+        _ configuration: WorkerConfiguration, jobs: Int, paceMilliseconds: Int, environment: [String: String]
+    ) async throws -> PacedRun {
+        let origin = try await TestOrigin.start(threads: 2)
+        let ids = (0..<jobs).map { "p\($0)" }
+        origin.setPace(milliseconds: paceMilliseconds)
+        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }
+        #expect(try TestBroker.publish(configuration, bodies: bodies) == ids.count)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let port = try TestBroker.freePort()
+        let endpoint = try OperationsEndpoint(port: port)
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(environment.merging(["HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]) { $1 }) { $1 })
+        return PacedRun(origin: origin, ids: ids, results: results, endpoint: endpoint, worker: worker)
+    }
+
     /// SIGTERM while a memory alarm blocks the connection. The broker reads nothing from a blocked
     /// connection, so the consumer's `basic.cancel` waited out the RPC timeout (30 s), and the
     /// close of the connection it then dropped waited 30 s more: the exit came about a minute
     /// later, whatever `worker.drain_timeout` said, past a default Kubernetes grace period.
     @Test(.timeLimit(.minutes(3)))
     func aStopWhileTheBrokerBlocksTheConnectionEndsWithinTheDrainTimeout() async throws {
-        let origin = try await TestOrigin.start(threads: 2)
         let configuration = try TestBroker.configuration("blocked-stop")
         defer { TestBroker.cleanUp(configuration) }
-        let ids = (0..<200).map { "bs\($0)" }
-        origin.setPace(milliseconds: 100)
-        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }
-        #expect(try TestBroker.publish(configuration, bodies: bodies) == ids.count)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let run = try await Self.pacedRun(
+            configuration, jobs: 200, paceMilliseconds: 100,
+            environment: ["WORKER_CONCURRENCY": "4", "WORKER_DRAIN_TIMEOUT": "3"])
+        let (origin, results, endpoint, worker) = (run.origin, run.results, run.endpoint, run.worker)
         defer { results.close() }
-        let port = try TestBroker.freePort()
-        let endpoint = try OperationsEndpoint(port: port)
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging([
-                    "WORKER_CONCURRENCY": "4", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1",
-                    "WORKER_DRAIN_TIMEOUT": "3",
-                ]) { _, new in new })
         #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
         let script = try #require(TestBroker.script)
         defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
@@ -244,21 +261,12 @@ struct BrokerBehaviourTests {
     /// `connection.unblocked` on it; the worker must not stay parked waiting for one.
     @Test(.timeLimit(.minutes(3)))
     func aConnectionLostWhileBlockedDoesNotParkTheWorker() async throws {
-        let origin = try await TestOrigin.start(threads: 2)
         let configuration = try TestBroker.configuration("blocked-lost")
         defer { TestBroker.cleanUp(configuration) }
-        let ids = (0..<600).map { "bl\($0)" }
-        origin.setPace(milliseconds: 40)
-        let bodies = ids.map { JobPublisher.jobBody(id: $0, url: origin.url("/paced?n=\($0)")) }
-        #expect(try TestBroker.publish(configuration, bodies: bodies) == ids.count)
-        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        let run = try await Self.pacedRun(
+            configuration, jobs: 600, paceMilliseconds: 40, environment: ["WORKER_CONCURRENCY": "8"])
+        let (origin, ids, results, endpoint, worker) = (run.origin, run.ids, run.results, run.endpoint, run.worker)
         defer { results.close() }
-        let port = try TestBroker.freePort()
-        let endpoint = try OperationsEndpoint(port: port)
-        let environment = ["WORKER_CONCURRENCY": "8", "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1"]
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(environment) { _, new in new })
         #expect(await eventually(timeout: 30) { results.received.count >= 50 }, "log:\n\(worker.log.suffix(2000))")
         let script = try #require(TestBroker.script)
         defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }

@@ -94,9 +94,36 @@ struct TamperingBrokerTests {
     func aBrokerThatConfirmsNothingCostsAReconnectAndLosesNothing() async throws {
         try await run(mode: "noconfirm", name: "noconfirm", environment: ["AMQP_CONFIRM_TIMEOUT": "3"]) { worker, _ in
             #expect(
-                worker.log.contains("the broker confirmed no publish in time; reconnecting"),
+                worker.log.contains(Self.reconnecting),
                 "log:\n\(worker.log.suffix(3000))")
         }
+    }
+
+    static let reconnecting = "the broker confirmed no publish in time; reconnecting"
+
+    /// One job over `queue.max_job_bytes` (64 KiB here) in the jobs queue (with `expiration`, its
+    /// TTL in ms), and a worker whose broker connection goes through a proxy that drops the
+    /// confirms of the dead copies' channel on the first connection; `amqp.confirm_timeout` 3 s.
+    private static func tooLargeJobWithUnconfirmedDeadCopy(
+        _ configuration: WorkerConfiguration, expiration: String? = nil
+    ) async throws -> (TamperingProxy, WorkerProcess) {
+        let url = try #require(TestBroker.url)
+        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
+        let padding = String(repeating: "x", count: 100_000)
+        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]),
+            expiration: expiration)
+        let proxy = try await TamperingProxy(configuration, mode: "noconfirm-dead")
+        let worker = try WorkerProcess(
+            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+                .merging(
+                    [
+                        "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(proxy.port)/%2F", "QUEUE_MAX_JOB_BYTES": "65536",
+                        "AMQP_CONFIRM_TIMEOUT": "3",
+                    ]
+                ) { _, new in new })
+        return (proxy, worker)
     }
 
     /// The dead copy of a too-large job goes out on a channel of its own (3). A broker that
@@ -108,23 +135,10 @@ struct TamperingBrokerTests {
     func aBrokerThatConfirmsNoDeadCopyCostsAReconnectAndLosesNothing() async throws {
         let configuration = try TestBroker.configuration("deadnoconfirm")
         defer { TestBroker.cleanUp(configuration) }
-        let url = try #require(TestBroker.url)
-        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let padding = String(repeating: "x", count: 100_000)
-        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
-        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]))
-        let proxy = try await TamperingProxy(configuration, mode: "noconfirm-dead")
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(
-                    [
-                        "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(proxy.port)/%2F", "QUEUE_MAX_JOB_BYTES": "65536",
-                        "AMQP_CONFIRM_TIMEOUT": "3",
-                    ]
-                ) { _, new in new })
-        let reconnecting = "the broker confirmed no publish in time; reconnecting"
+        let (proxy, worker) = try await Self.tooLargeJobWithUnconfirmedDeadCopy(configuration)
         #expect(
-            await eventually(timeout: 30) { worker.log.contains(reconnecting) }, "log:\n\(worker.log.suffix(3000))")
+            await eventually(timeout: 30) { worker.log.contains(Self.reconnecting) }, "log:\n\(worker.log.suffix(3000))"
+        )
         let jobs = configuration.queue.jobs
         #expect(
             await eventually(timeout: 20) {
@@ -145,30 +159,16 @@ struct TamperingBrokerTests {
     func aDeadCopyLeftUnconfirmedByALostConnectionDoesNotDropTheNextOne() async throws {
         let configuration = try TestBroker.configuration("deadstale")
         defer { TestBroker.cleanUp(configuration) }
-        let url = try #require(TestBroker.url)
-        _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let padding = String(repeating: "x", count: 100_000)
-        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
-        try AMQPPeer.publish(
-            url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]), expiration: "1500")
-        let proxy = try await TamperingProxy(configuration, mode: "noconfirm-dead")
-        let worker = try WorkerProcess(
-            environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
-                .merging(
-                    [
-                        "AMQP_URL": "amqp://guest:guest@127.0.0.1:\(proxy.port)/%2F", "QUEUE_MAX_JOB_BYTES": "65536",
-                        "AMQP_CONFIRM_TIMEOUT": "3",
-                    ]
-                ) { _, new in new })
-        let reconnecting = "the broker confirmed no publish in time; reconnecting"
+        let (proxy, worker) = try await Self.tooLargeJobWithUnconfirmedDeadCopy(configuration, expiration: "1500")
         #expect(
-            await eventually(timeout: 30) { worker.log.contains(reconnecting) }, "log:\n\(worker.log.suffix(3000))")
+            await eventually(timeout: 30) { worker.log.contains(Self.reconnecting) }, "log:\n\(worker.log.suffix(3000))"
+        )
         #expect(
             await eventually(timeout: 10) { (try? AMQPPeer.depth(configuration.queue.jobs)) == 0 },
             "the expired job stayed in the jobs queue")
         // Long enough for the confirm timer to look many times at the new connection.
         try await Task.sleep(for: .seconds(6))
-        let drops = worker.log.components(separatedBy: reconnecting).count - 1
+        let drops = worker.log.components(separatedBy: Self.reconnecting).count - 1
         #expect(drops == 1, "the connection was dropped \(drops) times; log:\n\(worker.log.suffix(3000))")
         #expect(worker.isRunning)
         #expect(await worker.stop() == 0)

@@ -45,20 +45,30 @@ struct ChunkedWithLengthTests {
 /// An HTTP/1.1 server (Python, started by the test) that answers `/short` and `/long` with
 /// ``body`` in chunks and a `Content-Length` of 10 or 100,000; `/short` pauses 1 s after its
 /// first chunk.
-final class ChunkedWithLengthServer: @unchecked Sendable {  // set up once; read and stopped by the test only
+final class ChunkedWithLengthServer: Sendable {
     static let body: [UInt8] =
         Array(repeating: UInt8(ascii: "a"), count: 1000) + Array(repeating: UInt8(ascii: "b"), count: 2000)
 
     let port: Int
-    private let process: Process
-    private let script: URL
-    private let output: FileHandle
+    private let server: PythonServer
+    private let counter: FirstChunks
+
+    /// Responses whose first chunk went out, counted from the server's output.
+    private final class FirstChunks: Sendable {
+        let count = Mutex(0)
+    }
 
     init() throws {
-        port = try TestBroker.freePort()
-        script = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "ifw-chunked-length-\(UUID().uuidString).py")
-        try """
+        let port = try TestBroker.freePort()
+        self.port = port
+        let counter = FirstChunks()
+        self.counter = counter
+        server = try PythonServer(
+            script: Self.script, arguments: { _ in ["\(port)"] },
+            output: { text in counter.count.withLock { $0 += text.components(separatedBy: "first").count - 1 } })
+    }
+
+    private static let script = """
         import socket, sys, threading, time
         listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
         print("ready", flush=True)
@@ -83,32 +93,12 @@ final class ChunkedWithLengthServer: @unchecked Sendable {  // set up once; read
         while True:
             connection, _ = listener.accept()
             threading.Thread(target=serve, args=(connection,), daemon=True).start()
-        """.write(to: script, atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [script.path, "\(port)"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        output = pipe.fileHandleForReading
-        try process.run()
-        _ = output.readData(ofLength: 6)
-        output.readabilityHandler = { [weak self] handle in
-            let text = String(decoding: handle.availableData, as: UTF8.self)
-            self?.counter.withLock { $0 += text.components(separatedBy: "first").count - 1 }
-        }
-    }
-
-    private let counter = Mutex(0)
+        """
 
     /// Responses whose first chunk went out.
-    var firstChunksSent: Int { counter.withLock { $0 } }
+    var firstChunksSent: Int { counter.count.withLock { $0 } }
 
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    func stop() {
-        output.readabilityHandler = nil
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(at: script)
-    }
+    func stop() { server.stop() }
 }
