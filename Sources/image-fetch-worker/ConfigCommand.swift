@@ -16,8 +16,10 @@ struct Config: ParsableCommand {
 
     func run() throws {
         do {
-            let resolved = try ConfigurationLoader.resolve(
-                arguments: settings, environment: ProcessInfo.processInfo.environment)
+            let environment = ProcessInfo.processInfo.environment
+            let resolved = try ConfigurationLoader.resolve(arguments: settings, environment: environment)
+            // The OTEL_* variables stop run with 78 too, so they are checked here as run checks them.
+            _ = try TracingSetup.configuration(environment: environment)
             print(ConfigurationHelp.report(resolved))
         } catch {
             FileHandle.standardError.write(Data("\(error)\n".utf8))

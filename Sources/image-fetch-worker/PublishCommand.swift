@@ -21,7 +21,8 @@ struct Publish: ParsableCommand {
             an id gets a fresh one as its message_id. A summary ends the run; the exit status is 0 when
             every line was sent and confirmed, 65 when some were invalid (the others confirmed), 1 when
             the broker did not confirm one (the run stops there), 128+N after signal N (the run stops
-            reading, waits for the confirms of what it sent and records them).
+            reading, waits for the confirms of what it sent and records them), 74 when the input could
+            not be read to its end (an I/O error; the run stops there as for a signal).
             FILE.progress (or --resume-file) records the line L through which every line is confirmed,
             about once a second and at the end; --resume starts after L. A crash re-sends at most the
             lines after L: delivery is at least once, as for every publish.
@@ -183,6 +184,8 @@ struct Publish: ParsableCommand {
             throw ExitCode(1)
         }
         if let signal = summary.stoppedBySignal { throw ExitCode(128 + signal) }
+        // EX_IOERR: the input could not be read to its end; --resume goes on after the confirmed lines.
+        if summary.readError != nil { throw ExitCode(74) }
         if summary.stoppedByBudget {
             print("stopped after --max-lines \(maxLines ?? 0); --resume goes on after line \(summary.confirmedThrough)")
         }

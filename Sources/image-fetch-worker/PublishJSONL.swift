@@ -30,6 +30,8 @@ struct JSONLPublishRun {
         var confirmedThrough = 0
         var stoppedByBudget = false
         var stoppedBySignal: Int32?
+        /// The errno of the read that failed, if one did: the lines after it were not read.
+        var readError: Int32?
     }
 
     /// What the broker's confirms update, on its queue, while the main thread reads.
@@ -142,6 +144,7 @@ struct JSONLPublishRun {
         }
         publisher.waitForOutcomes()
         if let error = reader.readError {
+            summary.readError = error
             progress.report("reading stopped at line \(reader.linesRead): \(String(cString: strerror(error)))")
         }
         record()

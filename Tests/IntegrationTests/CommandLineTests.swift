@@ -47,6 +47,13 @@ struct CommandLineTests {
             bad.output
                 == #"configuration error: worker.concurrency: must be an integer between 1 and 4096, got "lots" (from environment variable WORKER_CONCURRENCY)"#
                 + "\n")
+
+        // The OTEL_* variables are configuration too: run stops on them with 78, so config does.
+        let badTracing = try await run(
+            ["config"], ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_EXPORTER": "zipkin"])
+        #expect(badTracing.status == 78, "\(badTracing.output)")
+        #expect(badTracing.output.split(separator: "\n").count == 1, "\(badTracing.output)")
+        #expect(badTracing.output.contains("OTEL_TRACES_EXPORTER"), "\(badTracing.output)")
     }
 
     /// A start-up failure that is not the configuration's (the storage root cannot be made) exits

@@ -69,6 +69,21 @@ struct PublishJSONLTests {
         #expect(ids.dropFirst().first.map { $0.count == 36 } == true, "\(ids)")
     }
 
+    /// Failed before the fix: a file that cannot be read (here a directory: `open` succeeds, `read`
+    /// fails) ended the run as if it were empty, "0 sent" and exit 0.
+    @Test(.timeLimit(.minutes(2)))
+    func aFileThatCannotBeReadExits74() async throws {
+        let configuration = try TestBroker.configuration("jsonl-unreadable")
+        defer { TestBroker.cleanUp(configuration) }
+        let directory = TestScratch.path("jobs-dir-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try await run(["publish", "--jsonl", directory] + arguments(configuration))
+        #expect(result.status == 74, "\(result.output)")
+        #expect(result.output.contains("reading stopped at line 0"), "\(result.output)")
+        #expect(try TestBroker.ready(configuration, queue: configuration.queue.jobs) == 0)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func resumeSendsEachLineOnceAcrossInterruptedRuns() async throws {
         let configuration = try TestBroker.configuration("jsonl-resume")

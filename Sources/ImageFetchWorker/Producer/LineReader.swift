@@ -71,7 +71,9 @@ package struct LineReader {
                 return line(upTo: newline, skipped: skipped)
             }
             if atEnd {
-                guard start < end || skipped > 0 else { return nil }
+                // After a failed read the bytes before it are no whole line: a job cut there must
+                // not be read as one (nor counted done, and skipped by a resume).
+                guard readError == nil, start < end || skipped > 0 else { return nil }
                 defer { start = end }
                 return line(upTo: end, skipped: skipped)
             }

@@ -51,6 +51,24 @@ import Testing
         #expect(lines(String(repeating: "y", count: 17), maxBytes: 16) == [.oversized(number: 1, length: 17)])
     }
 
+    /// Failed before the fix: the bytes read before a failed read came out as a last line, so a
+    /// job cut by an I/O error was reported invalid, counted done, and skipped by `--resume`.
+    @Test func aReadErrorEndsTheStreamWithoutThePartialLine() {
+        var chunks = [Array("one\ntw".utf8)]
+        var reader = LineReader(maxBytes: 64, chunkBytes: 16) { buffer in
+            guard let chunk = chunks.popLast() else {
+                errno = EIO
+                return -1
+            }
+            for (index, byte) in chunk.enumerated() { buffer[index] = byte }
+            return chunk.count
+        }
+        #expect(reader.next() == .text(number: 1, bytes: Array("one".utf8)))
+        #expect(reader.next() == nil)
+        #expect(reader.readError == EIO)
+        #expect(reader.linesRead == 1)
+    }
+
     @Test func aLineIsCheckedAsTheWorkerChecksJobs() {
         func check(_ line: String, allowed: Set<String> = []) -> JobLineCheck.Verdict {
             JobLineCheck.check(Array(line.utf8), allowedHeaders: allowed, freshID: "fresh")
