@@ -42,6 +42,12 @@ extension OriginScheduler {
         var now: UInt64
     }
 
+    /// The origin's pace: a moving average of its fetches' durations.
+    private static func noteDuration(_ duration: UInt64, of state: inout State) {
+        state.durationNanoseconds =
+            state.durationNanoseconds.map { $0 + (Double(duration) - $0) * 0.2 } ?? Double(duration)
+    }
+
     private static func finish(
         _ state: inout State, _ fetch: Fetch, outcome: FetchOutcome, settings: Settings,
         jitter: () -> Double
@@ -54,9 +60,7 @@ extension OriginScheduler {
         var cut: OriginLimiter.Cut?
         switch outcome {
         case .response(let status, let latency, let duration, let retryAfter):
-            state.durationNanoseconds =
-                state.durationNanoseconds.map { $0 + (Double(duration) - $0) * 0.2 }
-                ?? Double(duration)
+            noteDuration(duration, of: &state)
             if status == 429 || status == 503 {
                 state.overloadResponses += 1
                 cut = state.limiter.overloaded(
@@ -79,7 +83,10 @@ extension OriginScheduler {
                     latencyNanoseconds: latency, startedAt: startedAt, inFlight: inFlight,
                     now: now)
             }
-        case .connectFailure:
+        case .connectFailure(let duration):
+            // A timeout is the origin's pace too: without it an origin that stops answering keeps
+            // the pace of its last answers, and its jobs fill the window at one per timeout.
+            noteDuration(duration, of: &state)
             cut = state.limiter.overloaded(
                 .connectFailure, inFlightAtStart: fetch.inFlightAtStart,
                 startedAt: startedAt, now: now)

@@ -76,7 +76,8 @@ extension OriginScheduler {
             : Double(window) / Double(context.activeOrigins)
         guard Double(held) > max(share, 1) else { return .keep }
         // Until a fetch of the origin ends, its first one's age is the best guess of a duration.
-        let duration = state.durationNanoseconds ?? state.busySince.map { Double(now &- $0) } ?? 0
+        let duration =
+            state.durationNanoseconds ?? state.busySince.map { Double(Self.elapsed(since: $0, now: now)) } ?? 0
         if let typical = context.typicalDuration, duration < typical * settings.slowFactor, pause == 0 { return .keep }
         let lanes = Double(max(1, settings.adaptive ? state.limiter.limit : settings.limiter.maxLimit))
         let expected = Double(pause) + max(0, Double(held) - lanes) * duration / lanes
@@ -100,11 +101,11 @@ extension OriginScheduler {
         var idle: [Origin] = []
         durationScratch.removeAll(keepingCapacity: true)
         for (origin, state) in origins {
-            if state.work > 0 || now &- state.lastActive <= settings.activeNanoseconds {
+            if state.work > 0 || Self.elapsed(since: state.lastActive, now: now) <= settings.activeNanoseconds {
                 active += 1
                 if let duration = state.durationNanoseconds { durationScratch.append(duration) }
             } else if state.remainingPause(now: now) == 0,
-                !state.remembersOverload || now &- state.lastActive > settings.idleNanoseconds
+                !state.remembersOverload || Self.elapsed(since: state.lastActive, now: now) > settings.idleNanoseconds
             {
                 // Most origins of a dataset are seen once: what they taught (a baseline, a limit
                 // above the initial one) is not worth their memory, and a fresh limiter is the more

@@ -206,7 +206,9 @@ package struct OriginScheduler<Element> {
         if let known = origins.index(forKey: origin) {
             index = known
             let active = settings.activeNanoseconds
-            if Self.peek(&origins.values[index], { $0.work == 0 && now &- $0.lastActive > active }) {
+            if Self.peek(
+                &origins.values[index], { $0.work == 0 && Self.elapsed(since: $0.lastActive, now: now) > active })
+            {
                 activeOrigins += 1  // counted until the next sweep recounts
             }
         } else {
@@ -265,6 +267,13 @@ package struct OriginScheduler<Element> {
     /// whole state, its queue's and limiter's references retained and released, for each field:
     /// about a fifth of the scheduler's cost a job, and once per waiting origin when choosing
     /// among many (callgrind). Through the in-place accessor it costs nothing.
+    /// Time from `since` to `now`, 0 when `now` is the earlier: callers read their clock before
+    /// they take the scheduler's lock, so one call's time can be a little before the last one's.
+    @inline(__always)
+    static func elapsed(since: UInt64, now: UInt64) -> UInt64 {
+        now > since ? now - since : 0
+    }
+
     @inline(__always)
     static func peek<R>(_ state: inout State, _ body: (State) -> R) -> R {
         body(state)

@@ -83,6 +83,40 @@ import Testing
         #expect(simulation.deferred.keys.allSatisfy { $0 == slow }, "deferred: \(simulation.deferred)")
     }
 
+    /// The same mix, but a popular origin stops answering at 5 s: each of its fetches then ends
+    /// as a connect timeout after 5 s. Its jobs leave the window, and the other origins keep
+    /// their pace. Failed before the fix: a failed connection's duration was not counted in its
+    /// origin's pace, so the origin kept its 40 ms and its jobs filled the window, and every
+    /// origin then moved at its pace (about half the healthy rate here).
+    @Test func anOriginThatStopsAnsweringIsDeferredAndTheOthersKeepTheirPace() {
+        let stream = Self.zipfStream(origins: 100, jobs: 40_000)
+        let dead = 1
+        func simulation(deadFrom: UInt64) -> SchedulerSimulation {
+            var simulation = SchedulerSimulation(
+                origins: 100, concurrency: 64, window: 128,
+                delay: { origin, now in
+                    if origin == dead {
+                        return now >= deadFrom ? 5_000 * SchedulerSimulation.ms : 40 * SchedulerSimulation.ms
+                    }
+                    return UInt64(20 + (origin * 37) % 61) * SchedulerSimulation.ms
+                },
+                stream: { stream[$0 % stream.count] })
+            simulation.failing = { origin, now in origin == dead && now >= deadFrom }
+            return simulation
+        }
+        var healthy = simulation(deadFrom: .max)
+        healthy.run(until: 30_000 * Self.ms)
+        var broken = simulation(deadFrom: 5_000 * Self.ms)
+        broken.run(until: 30_000 * Self.ms)
+        let others = { (run: SchedulerSimulation) in run.completedBy.filter { $0.key != dead }.values.reduce(0, +) }
+        #expect((broken.deferred[dead] ?? 0) > 0)
+        #expect(broken.deferred.keys.allSatisfy { $0 == dead }, "deferred: \(broken.deferred)")
+        // The dead origin's share of the healthy run is about an eighth; the others lose little more.
+        #expect(
+            others(broken) * 100 >= others(healthy) * 80,
+            "other origins completed \(others(broken)) with origin \(dead) dead, \(others(healthy)) with it healthy")
+    }
+
     /// Issue 17's mix, which deferral exists for: one job in eleven for an origin that takes 2 s.
     /// Its jobs must not fill the window: they leave beyond its share, and the fast origin keeps
     /// most of the window.

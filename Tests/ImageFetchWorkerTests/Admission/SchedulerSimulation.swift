@@ -22,7 +22,7 @@ struct SchedulerSimulation {
     /// The origin of the n-th job of the stream.
     let stream: (_ index: Int) -> Int
     var now: UInt64 = 0
-    var running: [(end: UInt64, slot: OriginSlot)] = []
+    var running: [(end: UInt64, slot: OriginSlot, fails: Bool)] = []
     /// Deferred jobs in the order they come back (each after the same delay), and the next one's index.
     var returning: [(at: UInt64, job: Job)] = []
     var nextReturning = 0
@@ -35,6 +35,11 @@ struct SchedulerSimulation {
     /// fetch takes its origin's delay times `running ÷ capacity`, as on a saturated machine, where
     /// every origin looks slower at once.
     var capacity: Int?
+    /// When set and true for a fetch's origin at its start, the fetch ends after its delay as a
+    /// failed connection (a timeout), not a response.
+    var failing: ((_ origin: Int, _ now: UInt64) -> Bool)?
+    /// Completed fetches by origin index.
+    var completedBy: [Int: Int] = [:]
 
     init(
         origins: Int, concurrency: Int, window: Int, settings: ((inout OriginScheduler<Job>.Settings) -> Void)? = nil,
@@ -66,15 +71,18 @@ struct SchedulerSimulation {
         var index = 0
         while index < running.count {
             if running[index].end <= now {
-                let slot = running.remove(at: index).slot
+                let (_, slot, fails) = running.remove(at: index)
                 let duration = now - slot.startedAt
                 _ = scheduler.finished(
                     slot,
-                    outcome: .response(
-                        status: 200, latencyNanoseconds: duration,
-                        durationNanoseconds: duration, retryAfterSeconds: nil),
+                    outcome: fails
+                        ? .connectFailure(durationNanoseconds: duration)
+                        : .response(
+                            status: 200, latencyNanoseconds: duration,
+                            durationNanoseconds: duration, retryAfterSeconds: nil),
                     now: now)
                 completed += 1
+                if let origin = origins.firstIndex(of: slot.origin) { completedBy[origin, default: 0] += 1 }
             } else {
                 index += 1
             }
@@ -93,7 +101,7 @@ struct SchedulerSimulation {
         while running.count < concurrency, let start = scheduler.next(now: now) {
             var duration = delay(start.element.origin, now)
             if let capacity, running.count > capacity { duration = duration * UInt64(running.count) / UInt64(capacity) }
-            running.append((now + duration, start.slot))
+            running.append((now + duration, start.slot, failing?(start.element.origin, now) ?? false))
         }
         if now % (200 * Self.ms) == 0 {
             for deferral in scheduler.sweep(now: now) { leave(deferral.element) }
