@@ -66,8 +66,12 @@ extension OriginScheduler {
                 cut = state.limiter.overloaded(
                     status == 429 ? .tooManyRequests : .serviceUnavailable,
                     inFlightAtStart: fetch.inFlightAtStart, startedAt: startedAt, now: now)
-                if let retryAfter {
-                    let pause = min(UInt64(max(retryAfter, 0) * 1e9), settings.maxPauseNanoseconds)
+                // A Retry-After of 0 (or in the past, or capped to 0 by max_retry_after = 0) asks
+                // for nothing: the refusal backs off as one without it, or a 429 with
+                // `Retry-After: 0` would be asked again at once, without end.
+                if let retryAfter, retryAfter > 0, settings.maxPauseNanoseconds > 0 {
+                    let cap = settings.maxPauseNanoseconds
+                    let pause = retryAfter * 1e9 < Double(cap) ? UInt64(retryAfter * 1e9) : cap
                     if pause > 0, extendPause(&state, until: now + pause) {
                         events.append(.paused(fetch.origin, seconds: Double(pause) / 1e9))
                     }

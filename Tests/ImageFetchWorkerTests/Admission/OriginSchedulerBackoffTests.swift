@@ -135,6 +135,26 @@ import Testing
         #expect(jitter.calls == 0)
     }
 
+    /// `Retry-After: 0`, a date in the past, or any `Retry-After` when `scheduler.max_retry_after`
+    /// is 0 ("0 ignores Retry-After") reads as 0 s: the refusal backs off as one without it.
+    /// Failed before the fix: such a refusal paused nothing and backed nothing off, so an origin
+    /// that always answers `429` with `Retry-After: 0` was asked again at once, without end.
+    @Test func aRetryAfterOfZeroBacksOffAsNone() {
+        let jitter = Jitter([0.5])
+        var scheduler = Self.scheduler(jitter)
+        _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
+        let start = scheduler.next(now: 0)!
+        let events = scheduler.finished(
+            start.slot,
+            outcome: .response(
+                status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 0),
+            now: Self.ms)
+        #expect(Self.pauses(events) == [0.75])
+        #expect(scheduler.isPaused(Self.a, now: 2 * Self.ms))
+        // With max_retry_after = 0 the worker reads every Retry-After as 0.
+        #expect(RetryAfter.seconds("120", now: 0, cap: 0) == 0)
+    }
+
     @Test func aZeroFirstPauseOnlyCuts() {
         var settings = OriginScheduler<String>.Settings(
             limiter: .init(minLimit: 1, maxLimit: 8, initialLimit: 8),
