@@ -15,10 +15,12 @@ import Darwin
 /// consuming). Built on SwiftNIO's HTTP/1 server; one event-loop thread.
 ///
 /// It listens on every address by default, so its clients are bounded: at most
-/// `maxConnections` at once (more are closed at once: they share the process's descriptors
-/// with the fetches), each closed when a whole request has not come within `requestDeadline`
-/// (idle or trickling), and a client that sends requests without reading the answers is closed
-/// rather than have them pile up in memory.
+/// `maxConnections` at once (they share the process's descriptors with the fetches), each closed
+/// when a whole request has not come within `requestDeadline` (idle or trickling), and a client
+/// that sends requests without reading the answers is closed rather than have them pile up in
+/// memory. A connection beyond the limit closes the one that has waited longest for a request
+/// (it is refused only when every one is being answered): refused instead, one client holding
+/// every connection idle would lock out the kubelet's probes and Prometheus.
 package final class HealthServer: Sendable {
     /// What the endpoint reports; every closure must be cheap and thread-safe.
     package struct Probes: Sendable {
@@ -57,8 +59,8 @@ package final class HealthServer: Sendable {
     ) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         self.group = group
-        // The open connections, counted on the group's one event loop, which serves them all.
-        let open = NIOLoopBoundBox.makeBoxSendingValue(0, eventLoop: group.next())
+        // The open connections, on the group's one event loop, which serves them all.
+        let open = NIOLoopBoundBox.makeBoxSendingValue(ConnectionTable(), eventLoop: group.next())
         do {
             self.channel = try ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 64)
@@ -101,6 +103,31 @@ package final class HealthServer: Sendable {
     }
 }
 
+/// The endpoint's open connections, on its one event loop: how many, and which of them wait for
+/// a request, in the order they began to wait.
+private struct ConnectionTable {
+    var open = 0
+    private var nextTicket: UInt64 = 0
+    private var awaiting: [ObjectIdentifier: (ticket: UInt64, channel: any Channel)] = [:]
+
+    mutating func awaitsRequest(_ id: ObjectIdentifier, _ channel: any Channel) {
+        awaiting[id] = (nextTicket, channel)
+        nextTicket += 1
+    }
+
+    mutating func answering(_ id: ObjectIdentifier) {
+        awaiting[id] = nil
+    }
+
+    /// The connection that has waited longest for a request, taken out of the table (its
+    /// `channelInactive` gives its place back once it is closed); nil when none waits.
+    mutating func takeLongestIdle() -> (any Channel)? {
+        guard let oldest = awaiting.min(by: { $0.value.ticket < $1.value.ticket }) else { return nil }
+        awaiting[oldest.key] = nil
+        return oldest.value.channel
+    }
+}
+
 /// Answers one connection's requests.
 private final class EndpointHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -109,14 +136,17 @@ private final class EndpointHandler: ChannelInboundHandler {
     private let probes: HealthServer.Probes
     private var head: HTTPRequestHead?
     /// The server's open connections (its event loop is this one's).
-    private let open: NIOLoopBoundBox<Int>
+    private let open: NIOLoopBoundBox<ConnectionTable>
     private let maxConnections: Int
     private let requestDeadline: TimeAmount
     /// Closes the connection unless a whole request comes first; armed while one is awaited.
     private var deadline: Scheduled<Void>?
     private var counted = false
 
-    init(probes: HealthServer.Probes, open: NIOLoopBoundBox<Int>, maxConnections: Int, requestDeadline: TimeAmount) {
+    init(
+        probes: HealthServer.Probes, open: NIOLoopBoundBox<ConnectionTable>, maxConnections: Int,
+        requestDeadline: TimeAmount
+    ) {
         self.probes = probes
         self.open = open
         self.maxConnections = maxConnections
@@ -124,11 +154,14 @@ private final class EndpointHandler: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        guard open.value < maxConnections else {
-            context.close(promise: nil)
-            return
+        if open.value.open >= maxConnections {
+            guard let longestIdle = open.value.takeLongestIdle() else {
+                context.close(promise: nil)
+                return
+            }
+            longestIdle.close(promise: nil)
         }
-        open.value += 1
+        open.value.open += 1
         counted = true
         awaitRequest(context)
         context.fireChannelActive()
@@ -138,7 +171,8 @@ private final class EndpointHandler: ChannelInboundHandler {
         deadline?.cancel()
         deadline = nil
         if counted {
-            open.value -= 1
+            open.value.answering(ObjectIdentifier(self))
+            open.value.open -= 1
             counted = false
         }
         context.fireChannelInactive()
@@ -149,6 +183,7 @@ private final class EndpointHandler: ChannelInboundHandler {
         deadline?.cancel()
         let channel = context.channel
         deadline = context.eventLoop.scheduleTask(in: requestDeadline) { channel.close(promise: nil) }
+        open.value.awaitsRequest(ObjectIdentifier(self), channel)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -162,6 +197,7 @@ private final class EndpointHandler: ChannelInboundHandler {
             self.head = nil
             deadline?.cancel()
             deadline = nil
+            open.value.answering(ObjectIdentifier(self))
             // Answers still waiting to go out: the client sends without reading them, and each
             // further answer would wait in memory too.
             guard context.channel.isWritable else {

@@ -89,21 +89,27 @@ import Glibc
         #expect(Self.closedByServer(fd, within: 5))
     }
 
-    /// Connections beyond the limit are closed at once; the endpoint goes on answering.
-    @Test func connectionsBeyondTheLimitAreClosed() throws {
+    /// One client that holds every connection the endpoint allows cannot lock the probes out: a
+    /// connection beyond the limit closes the one that has waited longest for a request. Failed
+    /// before the fix: the new connection was closed, so 64 idle sockets, reopened whenever the
+    /// deadline closed them, failed the kubelet's probes and Prometheus's scrapes.
+    @Test func aConnectionBeyondTheLimitClosesTheLongestIdle() throws {
         let (server, _) = try Self.server()
         defer { server.shutdown() }
         let idle = (0..<70).map { _ in Self.connect(server.port) }
+        defer { idle.forEach { close($0) } }
         usleep(500_000)
-        let closed = idle.filter { Self.closedByServer($0, within: 0.01) }.count
-        #expect(closed >= 6, "\(closed) of 70 idle connections closed")
-        idle.forEach { close($0) }
-        usleep(300000)
+        // The six that waited longest made room for the last six.
+        let closed = idle.indices.filter { Self.closedByServer(idle[$0], within: 0.01) }
+        #expect(closed == Array(0..<6), "closed: \(closed)")
         let fd = Self.connect(server.port)
         defer { close(fd) }
         Self.send(fd, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         var buffer = [UInt8](repeating: 0, count: 256)
         #expect(String(decoding: buffer[..<max(recv(fd, &buffer, 256, 0), 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        // It closed the longest idle of the others, not one that came after it.
+        #expect(Self.closedByServer(idle[6], within: 1))
+        #expect(!Self.closedByServer(idle[69], within: 0.01))
     }
 
     /// A connection that sends nothing, or a request a byte at a time, is closed at the deadline.
