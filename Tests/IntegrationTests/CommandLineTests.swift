@@ -99,6 +99,20 @@ struct CommandLineTests {
             "\(refused.output)")
     }
 
+    /// An `http.host` that is no address of this machine is a bad value, not a passing trouble:
+    /// one configuration line and 78, as for any other. Failed before the fix: exit 1.
+    @Test func anOperationsHostNotOfThisMachineExits78() async throws {
+        // 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of the test machine.
+        let refused = try await run(["run"], ["HTTP_HOST": "192.0.2.1", "HTTP_PORT": "19099"])
+        #expect(refused.status == 78, "\(refused.output)")
+        let lines = refused.output.split(separator: "\n").filter { $0.contains("http.host") }
+        #expect(lines.count == 1, "\(refused.output)")
+        #expect(
+            lines.first?.hasSuffix(
+                "configuration error: http.host: 192.0.2.1:19099 is not an address of this machine") == true,
+            "\(refused.output)")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func publishWithItsOptionsAndFlagsEitherWay() async throws {
         let configuration = try TestBroker.configuration("publish")

@@ -78,22 +78,26 @@ package final class HealthServer: Sendable {
                 .wait()
         } catch {
             try? group.syncShutdownGracefully()
-            throw StartupError(Self.listenProblem(host: host, port: port, error: error))
+            throw Self.listenProblem(host: host, port: port, error: error)
         }
         logger.info("operations endpoint listening", metadata: ["address": "\(host):\(self.port)"])
     }
 
     /// Why the endpoint cannot listen, said as the operator fixes it rather than as NIO's `bind`.
-    static func listenProblem(host: String, port: Int, error: any Error) -> String {
+    /// An address that is not this machine's, or a port it may not use, is a bad value (exit 78);
+    /// a port in use is the moment's trouble, another process's (exit 1).
+    static func listenProblem(host: String, port: Int, error: any Error) -> any Error {
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        let reason =
-            switch (error as? IOError)?.errnoCode {
-            case EADDRINUSE: "is in use by another process"
-            case EACCES: "needs privileges to listen on (ports below 1024)"
-            case EADDRNOTAVAIL: "is not an address of this machine (http.host)"
-            default: "cannot be listened on: \(error)"
-            }
-        return "http.port: \(address) \(reason)"
+        switch (error as? IOError)?.errnoCode {
+        case EADDRINUSE:
+            return StartupError("http.port: \(address) is in use by another process")
+        case EACCES:
+            return ConfigurationError(key: "http.port", problem: "\(address) needs privileges (ports below 1024)")
+        case EADDRNOTAVAIL:
+            return ConfigurationError(key: "http.host", problem: "\(address) is not an address of this machine")
+        default:
+            return StartupError("http.port: \(address) cannot be listened on: \(error)")
+        }
     }
 
     /// Stops serving.
