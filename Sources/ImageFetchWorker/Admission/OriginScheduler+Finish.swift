@@ -94,6 +94,8 @@ extension OriginScheduler {
             cut = state.limiter.overloaded(
                 .connectFailure, inFlightAtStart: fetch.inFlightAtStart,
                 startedAt: startedAt, now: now)
+        case .nameFailure(let duration):
+            noteDuration(duration, of: &state)
         case .other:
             break
         }

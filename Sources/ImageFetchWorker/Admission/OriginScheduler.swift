@@ -383,6 +383,9 @@ package enum OriginFetchOutcome: Sendable, Equatable {
         retryAfterSeconds: Double?)
     /// A connect timeout, or a refused or reset connection.
     case connectFailure(durationNanoseconds: UInt64)
-    /// Anything that says nothing about the origin's load (DNS, TLS, a veto, an abort).
+    /// The host name did not resolve. It says nothing about the origin's load, so no limit is cut,
+    /// but its duration is the origin's pace: a name whose lookups time out holds each job that long.
+    case nameFailure(durationNanoseconds: UInt64)
+    /// Anything that says nothing about the origin's load or pace (TLS, a veto, an abort).
     case other
 }

@@ -255,9 +255,12 @@ extension JobRunner {
                 status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
                 durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfterSeconds)
         }
+        let duration = UInt64((response.timings?.totalMs ?? 0) * 1e6)
         switch error?.code {
         case .connectFailed?, .timeout?:
-            return .connectFailure(durationNanoseconds: UInt64((response.timings?.totalMs ?? 0) * 1e6))
+            return .connectFailure(durationNanoseconds: duration)
+        case .dnsFailure?:
+            return .nameFailure(durationNanoseconds: duration)
         default:
             return .other
         }

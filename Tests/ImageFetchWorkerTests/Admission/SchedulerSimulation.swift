@@ -38,6 +38,10 @@ struct SchedulerSimulation {
     /// When set and true for a fetch's origin at its start, the fetch ends after its delay as a
     /// failed connection (a timeout), not a response.
     var failing: ((_ origin: Int, _ now: UInt64) -> Bool)?
+    /// The outcome of a failing fetch of that duration.
+    var failure: (_ durationNanoseconds: UInt64) -> OriginScheduler<Job>.FetchOutcome = {
+        .connectFailure(durationNanoseconds: $0)
+    }
     /// Completed fetches by origin index.
     var completedBy: [Int: Int] = [:]
 
@@ -76,7 +80,7 @@ struct SchedulerSimulation {
                 _ = scheduler.finished(
                     slot,
                     outcome: fails
-                        ? .connectFailure(durationNanoseconds: duration)
+                        ? failure(duration)
                         : .response(
                             status: 200, latencyNanoseconds: duration,
                             durationNanoseconds: duration, retryAfterSeconds: nil),
