@@ -30,18 +30,18 @@ import Testing
         return OriginScheduler(settings: settings, jitter: { jitter.next() })
     }
 
-    static func refused(_ status: Int = 429) -> OriginScheduler<String>.FetchOutcome {
-        .response(status: status, latencyNanoseconds: ms, durationNanoseconds: ms, retryAfterSeconds: nil)
+    static func refused(_ status: Int = 429, retryAfter: Double? = nil) -> OriginScheduler<String>.FetchOutcome {
+        .response(status: status, latencyNanoseconds: ms, durationNanoseconds: ms, retryAfterSeconds: retryAfter)
     }
 
     /// Starts one job of `origin` at `now` and lets it be refused at `now + 1 ms`; the events.
     static func refuseOne(
         _ scheduler: inout OriginScheduler<String>, _ origin: Origin, now: UInt64,
-        status: Int = 429
+        status: Int = 429, retryAfter: Double? = nil
     ) -> [OriginScheduler<String>.Event] {
         _ = scheduler.enqueue("job", origin: origin, now: now)
         guard let start = scheduler.next(now: now) else { return [] }
-        return scheduler.finished(start.slot, outcome: refused(status), now: now + ms)
+        return scheduler.finished(start.slot, outcome: refused(status, retryAfter: retryAfter), now: now + ms)
     }
 
     static func pauses(_ events: [OriginScheduler<String>.Event]) -> [Double] {
@@ -123,13 +123,7 @@ import Testing
     @Test func aRetryAfterStillDecidesThePause() {
         let jitter = Jitter([0.5])
         var scheduler = Self.scheduler(jitter)
-        _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
-        let start = scheduler.next(now: 0)!
-        let events = scheduler.finished(
-            start.slot,
-            outcome: .response(
-                status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 3),
-            now: Self.ms)
+        let events = Self.refuseOne(&scheduler, Self.a, now: 0, retryAfter: 3)
         #expect(events.contains(.paused(Self.a, seconds: 3)))
         #expect(Self.pauses(events).isEmpty)
         #expect(jitter.calls == 0)
@@ -142,13 +136,7 @@ import Testing
     @Test func aRetryAfterOfZeroBacksOffAsNone() {
         let jitter = Jitter([0.5])
         var scheduler = Self.scheduler(jitter)
-        _ = scheduler.enqueue("a0", origin: Self.a, now: 0)
-        let start = scheduler.next(now: 0)!
-        let events = scheduler.finished(
-            start.slot,
-            outcome: .response(
-                status: 429, latencyNanoseconds: Self.ms, durationNanoseconds: Self.ms, retryAfterSeconds: 0),
-            now: Self.ms)
+        let events = Self.refuseOne(&scheduler, Self.a, now: 0, retryAfter: 0)
         #expect(Self.pauses(events) == [0.75])
         #expect(scheduler.isPaused(Self.a, now: 2 * Self.ms))
         // With max_retry_after = 0 the worker reads every Retry-After as 0.
