@@ -263,10 +263,6 @@ package struct OriginScheduler<Element> {
         body(&origins.values[origins.index(forKey: origin)!])
     }
 
-    /// Reads an origin's state where it lies. Read as a value, `origins.values[index]` copies the
-    /// whole state, its queue's and limiter's references retained and released, for each field:
-    /// about a fifth of the scheduler's cost a job, and once per waiting origin when choosing
-    /// among many (callgrind). Through the in-place accessor it costs nothing.
     /// Time from `since` to `now`, 0 when `now` is the earlier: callers read their clock before
     /// they take the scheduler's lock, so one call's time can be a little before the last one's.
     @inline(__always)
@@ -274,6 +270,10 @@ package struct OriginScheduler<Element> {
         now > since ? now - since : 0
     }
 
+    /// Reads an origin's state where it lies. Read as a value, `origins.values[index]` copies the
+    /// whole state, its queue's and limiter's references retained and released, for each field:
+    /// about a fifth of the scheduler's cost a job, and once per waiting origin when choosing
+    /// among many (callgrind). Through the in-place accessor it costs nothing.
     @inline(__always)
     static func peek<R>(_ state: inout State, _ body: (State) -> R) -> R {
         body(state)
