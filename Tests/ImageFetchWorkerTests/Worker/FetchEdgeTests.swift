@@ -34,7 +34,9 @@ import Testing
                     retryAfterSeconds: 12))
     }
 
-    @Test func withoutAResponseOnlyConnectFailuresAndTimeoutsCount() {
+    /// Connect failures and timeouts cut the origin's limit and count in its pace; a failed lookup
+    /// counts in its pace only; the rest says nothing about the origin.
+    @Test func withoutAResponseOnlyConnectFailuresTimeoutsAndLookupsCount() {
         for failure in [
             FetchError.timeout, .connectFailed(.refused), .setupFailed(reason: "x"), .transferFailed(reason: "x"),
         ] {
@@ -43,7 +45,11 @@ import Testing
                 Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
                     == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
         }
-        for failure in [FetchError.dnsFailure, .tls, .addressRefused(addressClass: "private"), .aborted] {
+        let lookup = FetchResponse(timings: Self.timings, failure: .dnsFailure)
+        #expect(
+            Worker.originOutcome(lookup, error: lookup.error, retryAfterSeconds: nil)
+                == .nameFailure(durationNanoseconds: 5_000_000))
+        for failure in [FetchError.tls, .addressRefused(addressClass: "private"), .aborted] {
             let response = FetchResponse(timings: Self.timings, failure: failure)
             #expect(
                 Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil) == .other, "\(failure)")
