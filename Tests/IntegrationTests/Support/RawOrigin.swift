@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// An HTTP/1.1 origin (Python, started by the test) that answers each path with bytes the test
 /// wrote, as they are: status lines, headers and bodies no well-behaved server library would
 /// send. It reads one request a connection, answers and closes; an unknown path is a 404.
@@ -58,8 +62,41 @@ final class RawOrigin: Sendable {
             threading.Thread(target=serve, args=(connection,), daemon=True).start()
         """
 
-    /// The paths requested so far, in order.
-    var requests: [String] { log.paths.withLock { $0 } }
+    /// The paths requested so far, in order. The server prints each path before it answers, but
+    /// its output reaches the log later than the answer reaches a client: a request of its own
+    /// goes last, and once its path is in the log, so are all before it.
+    var requests: [String] {
+        Self.request(port: port, path: Self.barrier)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !log.paths.withLock({ $0.contains(Self.barrier) }) { usleep(10_000) }
+        return log.paths.withLock { paths in
+            defer { paths.removeAll { $0 == Self.barrier } }
+            return paths.filter { $0 != Self.barrier }
+        }
+    }
+
+    private static let barrier = "/.barrier"
+
+    /// Sends `GET path` and reads the answer to its end (the server closes after it).
+    private static func request(port: Int, path: String) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { return }
+        let text = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        guard send(fd, text, text.count, 0) == text.count else { return }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        while recv(fd, &buffer, buffer.count, 0) > 0 {}
+    }
 
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
