@@ -70,8 +70,8 @@ final class RawOrigin: Sendable {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline, !log.paths.withLock({ $0.contains(Self.barrier) }) { usleep(10_000) }
         return log.paths.withLock { paths in
-            defer { paths.removeAll { $0 == Self.barrier } }
-            return paths.filter { $0 != Self.barrier }
+            paths.removeAll { $0 == Self.barrier }
+            return paths
         }
     }
 
@@ -79,19 +79,8 @@ final class RawOrigin: Sendable {
 
     /// Sends `GET path` and reads the answer to its end (the server closes after it).
     private static func request(port: Int, path: String) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return }
+        let fd = HealthServerClientsTests.connect(port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { return }
         let text = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
         guard send(fd, text, text.count, 0) == text.count else { return }
         var buffer = [UInt8](repeating: 0, count: 1024)
