@@ -116,3 +116,24 @@ struct SharedFetchTests {
         try await origin.shutdown()
     }
 }
+
+extension SharedFetchTests {
+    /// Tenants fetch apart: a follower waits on its leader's admission, so a job of an uncapped
+    /// tenant that followed a capped tenant's leader would wait behind that tenant's cap.
+    @Test(.timeLimit(.minutes(3)))
+    func jobsOfTwoTenantsForOneURLFetchApart() async throws {
+        let origin = try await TestOrigin.start()
+        let storage = WorkerEndToEndTests.storageFolder()
+        let url = origin.url("/slow?ms=300&case=tenants")
+        let jobs: [[String: Any]] =
+            (0..<3).map { ["id": "acme-\($0)", "url": url, "tenant": "acme"] }
+            + (0..<3).map { ["id": "globex-\($0)", "url": url, "tenant": "globex"] }
+            + (0..<2).map { ["id": "default-\($0)", "url": url] }
+        let (results, log) = try await Self.run("shared-tenants", jobs: jobs, storage: storage, expecting: 8)
+
+        #expect(origin.stats.requests == 3, "the origin saw \(origin.stats.requests) requests")
+        #expect(results.count == 8)
+        #expect(results.allSatisfy { $0["status"] as? String == "ok" }, "\(results.prefix(3))\n\(log.suffix(2000))")
+        try await origin.shutdown()
+    }
+}

@@ -11,25 +11,30 @@ package struct InFlightRequests<Member> {
     /// Everything a job's fetch sends that can differ between jobs: the checked URL and the job's
     /// own header lines (its `headers`, plus `If-None-Match` / `If-Modified-Since` from its
     /// validators). The configured headers are the same for every job. Compared exactly (names
-    /// too), so only identical requests share.
+    /// too), so only identical requests share. The tenant is part of it: a follower waits on its
+    /// leader's admission, so one tenant's cap must not hold another tenant's jobs.
     package struct Key: Hashable, Sendable {
         package let url: String
         package let headers: [HTTPHeaderField]
+        /// The job's tenant; nil for the default one.
+        package let tenant: String?
         /// Hashed once: the table is read twice a job (join and finish), and hashing the URL
         /// again cost about 600 instructions a job (callgrind).
         private let hash: Int
 
-        package init(url: String, headers: [HTTPHeaderField]) {
+        package init(url: String, headers: [HTTPHeaderField], tenant: String? = nil) {
             self.url = url
             self.headers = headers
+            self.tenant = tenant
             var hasher = Hasher()
             hasher.combine(url)
             hasher.combine(headers)
+            hasher.combine(tenant)
             self.hash = hasher.finalize()
         }
 
         package static func == (lhs: Key, rhs: Key) -> Bool {
-            lhs.hash == rhs.hash && lhs.url == rhs.url && lhs.headers == rhs.headers
+            lhs.hash == rhs.hash && lhs.url == rhs.url && lhs.headers == rhs.headers && lhs.tenant == rhs.tenant
         }
 
         package func hash(into hasher: inout Hasher) {

@@ -11,7 +11,7 @@ extension JobRunner {
     /// now follows it. Otherwise the job leads its request and goes to admission. Channel queue.
     func joinSharedFetch(_ context: JobContext, job: Job, url: String) -> Bool {
         let headers = CacheValidators.requestHeaders(job.headers, etag: job.etag, lastModified: job.lastModified)
-        let key = InFlightRequests<JobContext>.Key(url: url, headers: headers)
+        let key = InFlightRequests<JobContext>.Key(url: url, headers: headers, tenant: job.tenant)
         // Attached under the lock: the leader's outcome cannot reach a follower not yet following.
         return sharedFetches.join(context, key: key, attach: { self.run(context) { $0.attached() } })
     }

@@ -59,6 +59,9 @@ import Testing
             Key(url: "http://a.example/x.png", headers: [HTTPHeaderField(name: "referer", value: field.value)]),
             Key(url: "http://a.example/x.png", headers: [HTTPHeaderField(name: "If-None-Match", value: "\"v1\"")]),
             Key(url: "http://a.example/x.png", headers: [HTTPHeaderField(name: "If-None-Match", value: "\"v2\"")]),
+            // Another tenant's job for the same request fetches apart.
+            Key(url: "http://a.example/x.png", headers: [], tenant: "acme"),
+            Key(url: "http://a.example/x.png", headers: [], tenant: "globex"),
         ]
         for (index, key) in keys.enumerated() {
             #expect(table.join(key, "job \(index)") == .leader, "\(key)")
