@@ -4,11 +4,16 @@
 It moves header tables as raw wire bytes, so the tests compare bytes, not what a decoder made of
 them (pika's own decoder turns floats into integers, for one).
 
-  amqp-peer.py publish URL QUEUE BODY_FILE HEADERS_HEX   publish the file's bytes persistent, with the raw header table
+  amqp-peer.py publish URL QUEUE BODY_FILE HEADERS_HEX [TTL [PROPERTIES_JSON]]
+                                                     publish the file's bytes persistent, with the raw header table
                                                      (its 4-byte length included; "@FILE": the hex is in
-                                                     FILE), wait for the confirm
+                                                     FILE), wait for the confirm; TTL ("" for none) is the
+                                                     expiration, PROPERTIES_JSON more of pika's
+                                                     BasicProperties by name (type, app_id, ...)
   amqp-peer.py get URL QUEUE                        take one message (acked); print JSON
-                                                     {"headers_hex": ..., "body_hex": ...}, or {} if empty
+                                                     {"headers_hex": ..., "body_hex": ..., "properties": {...}},
+                                                     or {} if empty; "properties" holds the string-valued
+                                                     basic properties that are set
   amqp-peer.py depth URL QUEUE                      print the queue's ready count (passive declare), or
                                                      -1 when the queue does not exist
   amqp-peer.py collect URLS QUEUE OUT_FILE          consume QUEUE until SIGTERM, appending each body to
@@ -218,10 +223,12 @@ def main(argv):
         pika.data.encode_table = _encode_raw_table
         pika.spec.data.encode_table = _encode_raw_table
         channel.confirm_delivery()
-        # An optional sixth argument: the message's TTL in milliseconds (`expiration`).
+        # An optional sixth argument: the message's TTL in milliseconds (`expiration`); a seventh,
+        # more properties as JSON.
+        extra = json.loads(argv[7]) if len(argv) > 7 else {}
         channel.basic_publish("", queue, body, pika.BasicProperties(
             content_type="application/json", delivery_mode=2, headers=RawTable(headers),
-            expiration=argv[6] if len(argv) > 6 else None), mandatory=True)
+            expiration=argv[6] if len(argv) > 6 and argv[6] else None, **extra), mandatory=True)
     elif command == "get":
         pika.spec.data.decode_table = _capture_decode_table
         _raw_tables.clear()
@@ -230,8 +237,12 @@ def main(argv):
             print("{}")
         else:
             # The last table decoded for the header frame is the properties' headers.
+            names = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration",
+                     "message_id", "type", "user_id", "app_id", "cluster_id")
             print(json.dumps({"headers_hex": _raw_tables[0].hex() if properties.headers is not None else "",
-                              "body_hex": body.hex()}))
+                              "body_hex": body.hex(),
+                              "properties": {name: getattr(properties, name) for name in names
+                                             if getattr(properties, name) is not None}}))
     elif command == "depth":
         try:
             print(channel.queue_declare(queue, passive=True).method.message_count)

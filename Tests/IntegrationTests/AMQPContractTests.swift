@@ -46,8 +46,8 @@ struct AMQPContractTests {
     /// The first message on the dead-letter queue, read through pika, waiting up to `seconds`.
     static func deadLetter(
         _ configuration: WorkerConfiguration, url: String, within seconds: Double = 10
-    ) async throws -> (headers: [UInt8], body: [UInt8])? {
-        var dead: (headers: [UInt8], body: [UInt8])?
+    ) async throws -> (headers: [UInt8], body: [UInt8], properties: [String: String])? {
+        var dead: (headers: [UInt8], body: [UInt8], properties: [String: String])?
         _ = try await eventually(timeout: seconds) {
             dead = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
             return dead != nil
@@ -83,7 +83,7 @@ struct AMQPContractTests {
 
     /// The worker decodes the headers and publishes them again twice: the retry copy, then (after
     /// the retry queue's TTL hands the job back) the dead copy. Each producer header must reach the
-    /// dead-letter queue with its type and its bytes.
+    /// dead-letter queue with its type and its bytes, and the producer's properties with it.
     @Test(.timeLimit(.minutes(2)))
     func producerHeadersSurviveARetryAndTheDeadLetterCopyByteForByte() async throws {
         let origin = try await TestOrigin.start()
@@ -95,14 +95,19 @@ struct AMQPContractTests {
         let url = try #require(TestBroker.url)
         let body = String(
             decoding: JobPublisher.jobBody(id: "headers-1", url: origin.url("/status/503")), as: UTF8.self)
+        let properties = [
+            "type": "image.fetch", "app_id": "catalogue-sync", "content_encoding": "identity",
+            "correlation_id": "c-1", "message_id": "m-1",
+        ]
         try AMQPPeer.publish(
             url: url, queue: configuration.queue.jobs, body: body,
-            headers: WireTable.encode(Self.producerHeaders))
+            headers: WireTable.encode(Self.producerHeaders), properties: properties)
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
         let dead = try await Self.deadLetter(configuration, url: url, within: 40)
         let message = try #require(dead, "log:\n\(worker.log.suffix(2000))")
         #expect(message.body == Array(body.utf8))
+        #expect(message.properties == properties.merging(["content_type": "application/json"]) { $1 })
         let headers = try #require(
             WireTable.split(message.headers), "unparsable table \(AMQPPeer.hex(message.headers))")
         for (key, value) in Self.producerHeaders {

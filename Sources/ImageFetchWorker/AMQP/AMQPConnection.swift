@@ -275,7 +275,7 @@ package final class AMQPConnection {
     /// (``AMQPError/Code/unencodable``).
     ///
     /// Encoded properties take at most what the arena handed out for them (each table entry or
-    /// array element is a 40- or 24-byte struct there, more than its wire overhead) plus 20 bytes
+    /// array element is a 40- or 24-byte struct there, more than its wire overhead) plus 23 bytes
     /// of lengths and fixed fields; only when that bound does not fit are they encoded to know.
     func checkEncodable(
         _ message: OutboundMessage, _ properties: inout amqp_basic_properties_t,
@@ -289,6 +289,7 @@ package final class AMQPConnection {
         let given = message.properties
         if tooLong(message.exchange) || tooLong(message.routingKey) || tooLong(given.contentType)
             || tooLong(given.messageID) || tooLong(given.correlationID) || tooLong(given.replyTo)
+            || tooLong(given.contentEncoding) || tooLong(given.type) || tooLong(given.appID)
         {
             throw refuse("a short string (exchange, routing key or property) is over 255 bytes")
         }

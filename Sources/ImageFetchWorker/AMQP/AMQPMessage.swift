@@ -7,6 +7,13 @@ package typealias AMQPHeader = (key: String, value: AMQPFieldValue)
 /// The AMQP basic properties the worker reads and writes.
 public struct AMQPProperties: Sendable, Hashable {
     public var contentType: String? = nil
+    /// `content_encoding`, `type` and `app_id` mean nothing to the worker: kept for the producer's
+    /// consumers, on every copy. `user_id` is not kept (the broker refuses a copy whose `user_id`
+    /// is not the worker's own user), nor `expiration` (it would cut a retry's delay short and
+    /// let a dead letter expire).
+    public var contentEncoding: String? = nil
+    public var type: String? = nil
+    public var appID: String? = nil
     public var messageID: String? = nil
     public var correlationID: String? = nil
     public var replyTo: String? = nil
@@ -26,6 +33,9 @@ public struct AMQPProperties: Sendable, Hashable {
         let flags = properties._flags
         func has(_ flag: Int32) -> Bool { flags & amqp_flags_t(flag) != 0 }
         if has(AMQP_BASIC_CONTENT_TYPE_FLAG) { contentType = properties.content_type.stringValue }
+        if has(AMQP_BASIC_CONTENT_ENCODING_FLAG) { contentEncoding = properties.content_encoding.stringValue }
+        if has(AMQP_BASIC_TYPE_FLAG) { type = properties.type.stringValue }
+        if has(AMQP_BASIC_APP_ID_FLAG) { appID = properties.app_id.stringValue }
         if has(AMQP_BASIC_MESSAGE_ID_FLAG) { messageID = properties.message_id.stringValue }
         if has(AMQP_BASIC_CORRELATION_ID_FLAG) { correlationID = properties.correlation_id.stringValue }
         if has(AMQP_BASIC_REPLY_TO_FLAG) { replyTo = properties.reply_to.stringValue }
@@ -42,6 +52,18 @@ public struct AMQPProperties: Sendable, Hashable {
         if let contentType {
             flags |= AMQP_BASIC_CONTENT_TYPE_FLAG
             result.content_type = arena.bytes(contentType)
+        }
+        if let contentEncoding {
+            flags |= AMQP_BASIC_CONTENT_ENCODING_FLAG
+            result.content_encoding = arena.bytes(contentEncoding)
+        }
+        if let type {
+            flags |= AMQP_BASIC_TYPE_FLAG
+            result.type = arena.bytes(type)
+        }
+        if let appID {
+            flags |= AMQP_BASIC_APP_ID_FLAG
+            result.app_id = arena.bytes(appID)
         }
         if let messageID {
             flags |= AMQP_BASIC_MESSAGE_ID_FLAG

@@ -22,8 +22,12 @@ enum AMQPPeer {
     }
 
     /// Publishes `body` to `queue` with a raw header table (length prefix included), confirmed;
-    /// `expiration` is the message's TTL in milliseconds.
-    static func publish(url: String, queue: String, body: String, headers: [UInt8], expiration: String? = nil) throws {
+    /// `expiration` is the message's TTL in milliseconds, `properties` more basic properties by
+    /// pika's names (`type`, `app_id`, `content_encoding`, ...).
+    static func publish(
+        url: String, queue: String, body: String, headers: [UInt8], expiration: String? = nil,
+        properties: [String: String] = [:]
+    ) throws {
         guard isInstalled else {
             throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh")
         }
@@ -33,22 +37,31 @@ enum AMQPPeer {
         let headerFile = TestScratch.path("peer-headers-\(UUID().uuidString)")
         try Data(hex(headers).utf8).write(to: URL(fileURLWithPath: headerFile))
         defer { try? FileManager.default.removeItem(atPath: headerFile) }
-        let status = try TestBroker.run(
-            python, [script, "publish", url, queue, file, "@" + headerFile] + (expiration.map { [$0] } ?? []))
+        var arguments = [script, "publish", url, queue, file, "@" + headerFile]
+        if expiration != nil || !properties.isEmpty { arguments.append(expiration ?? "") }
+        if !properties.isEmpty {
+            arguments.append(String(decoding: try JSONSerialization.data(withJSONObject: properties), as: UTF8.self))
+        }
+        let status = try TestBroker.run(python, arguments)
         if status != 0 { throw PeerError(description: "amqp-peer.py publish exited \(status)") }
     }
 
-    /// Takes one message off `queue`: its raw header table and body, or nil when the queue is empty.
-    static func get(url: String, queue: String) throws -> (headers: [UInt8], body: [UInt8])? {
+    /// Takes one message off `queue`: its raw header table, body and string-valued basic
+    /// properties (by pika's names), or nil when the queue is empty.
+    static func get(
+        url: String, queue: String
+    ) throws -> (headers: [UInt8], body: [UInt8], properties: [String: String])? {
         guard isInstalled else {
             throw PeerError(description: "pika is not installed at \(python); run scripts/deps.sh")
         }
         let output = try TestBroker.capture(python, [script, "get", url, queue])
-        guard let object = try JSONSerialization.jsonObject(with: Data(output)) as? [String: String] else {
+        guard let object = try JSONSerialization.jsonObject(with: Data(output)) as? [String: Any] else {
             throw PeerError(description: "amqp-peer.py get printed \(String(decoding: output, as: UTF8.self))")
         }
-        guard let headers = object["headers_hex"], let body = object["body_hex"] else { return nil }
-        return (bytes(hex: headers), bytes(hex: body))
+        guard let headers = object["headers_hex"] as? String, let body = object["body_hex"] as? String else {
+            return nil
+        }
+        return (bytes(hex: headers), bytes(hex: body), object["properties"] as? [String: String] ?? [:])
     }
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
