@@ -45,21 +45,15 @@ extension BrokerSession {
                 self.publishState()
             }
         case .cancelConsumer:
-            guard let connection else { return }
             // The broker reads nothing from a connection it blocks: the cancel would wait out the
-            // RPC timeout on this queue, holding the drain behind it. Deliveries still coming are
-            // handed back, and closing the connection ends the consumer.
+            // RPC timeout on this queue, holding the drain behind it. It is sent at the unblock,
+            // if that comes first; else closing the connection ends the consumer.
             guard !isBlocked else {
-                logger.info("the broker blocks the connection; the consumer ends with it")
+                logger.info("the broker blocks the connection; the consumer is cancelled at the unblock or the close")
+                cancelAwaitsUnblock = true
                 return
             }
-            do {
-                try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
-                logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
-                readBufferedInput()
-            } catch {
-                handleLoss(error)
-            }
+            cancelConsumer()
         case .failOutstanding:
             teardown()
         case .failOutstandingAndReconnect(let delay):
@@ -67,6 +61,7 @@ extension BrokerSession {
             perform(.scheduleReconnect(delay: delay))
         case .close:
             // The lifecycle already says closed: send the acks still held back, then close.
+            cancelAwaitsUnblock = false
             if let connection { try? sendAcks(on: connection, force: true) }
             teardownSources()
             connection?.close()
@@ -205,7 +200,21 @@ extension BrokerSession {
         confirmTimer = nil
     }
 
+    /// Cancels the consumer for the drain; deliveries already sent are read and handed back.
+    func cancelConsumer() {
+        cancelAwaitsUnblock = false
+        guard let connection else { return }
+        do {
+            try connection.cancel(channel: Self.channel, consumerTag: consumerTag)
+            logger.info("consumer cancelled", metadata: ["queue": "\(configuration.queue.jobs)"])
+            readBufferedInput()
+        } catch {
+            handleLoss(error)
+        }
+    }
+
     private func teardown() {
+        cancelAwaitsUnblock = false
         teardownSources()
         connection = nil
         acks.reset()

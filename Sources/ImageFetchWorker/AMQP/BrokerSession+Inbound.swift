@@ -162,6 +162,7 @@ extension BrokerSession {
             }
             if wasBlocked { confirmWatch.unblocked(at: DispatchTime.now().uptimeNanoseconds) }
             delegate?.session(self, blocked: false)
+            if cancelAwaitsUnblock { cancelConsumer() }
         default:
             break
         }

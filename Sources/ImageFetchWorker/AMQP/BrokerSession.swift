@@ -82,6 +82,9 @@ package final class BrokerSession: @unchecked Sendable {
     var readScheduled = false
     /// Dead-letter copies of too-large jobs, streamed on their own channel.
     var deadCopies = DeadCopyStream()
+    /// The drain's `basic.cancel` waits for the broker to unblock the connection: the consumer is
+    /// still live, so a delivery handed back with requeue would come straight back to it.
+    var cancelAwaitsUnblock = false
 
     /// The lifecycle state and the broker's resource alarm, for readers on any thread.
     let visible = Mutex((state: ConnectionLifecycle.State.idle, blocked: false))
@@ -236,6 +239,9 @@ package final class BrokerSession: @unchecked Sendable {
     package func nackOnQueue(_ delivery: Delivery, requeue: Bool) {
         assertOnQueue()
         guard let connection, delivery.epoch == lifecycle.epoch, isOpenEpoch else { return }
+        // Held instead, unanswered: the close hands it back once (it counts against the prefetch
+        // window, so the broker sends no more than that).
+        if requeue && cancelAwaitsUnblock { return }
         do {
             try connection.nack(channel: Self.channel, tag: delivery.tag, requeue: requeue)
             acks.settle(delivery.tag)
