@@ -113,6 +113,32 @@ struct CommandLineTests {
             "\(refused.output)")
     }
 
+    /// The jobs queue exists as a classic queue and the worker is configured for quorum queues: the
+    /// broker refuses the declare (PRECONDITION_FAILED). The worker kept reconnecting and
+    /// redeclaring for good, not ready, where the docs promise it stops at start-up.
+    @Test(.timeLimit(.minutes(2)))
+    func aJobsQueueOfAnotherTypeStopsTheStartWith78() async throws {
+        var configuration = try TestBroker.configuration("other-type")
+        defer { TestBroker.cleanUp(configuration) }
+        do {
+            let connection = try AMQPConnection()
+            try connection.open(
+                url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
+            defer { connection.close() }
+            try connection.openChannel(1)
+            try connection.declareQueue(channel: 1, name: configuration.queue.jobs, arguments: [:])
+        }
+        configuration.queue.type = .quorum
+        let refused = try await run(
+            ["run"], TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))
+        #expect(refused.status == 78, "\(refused.output.suffix(2000))")
+        let lines = refused.output.split(separator: "\n").filter { $0.contains("configuration error") }
+        #expect(lines.count == 1, "\(refused.output.suffix(2000))")
+        #expect(lines.first?.contains("configuration error: queue.declare: ") == true, "\(lines)")
+        #expect(lines.first?.contains("inequivalent arg") == true, "\(lines)")
+        #expect(lines.first?.contains(configuration.queue.jobs) == true, "\(lines)")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func publishWithItsOptionsAndFlagsEitherWay() async throws {
         let configuration = try TestBroker.configuration("publish")

@@ -141,7 +141,8 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
     /// Connects and starts consuming.
     ///
     /// A failed first connection is retried with backoff, except for errors that retrying
-    /// cannot fix (credentials, TLS files): those are thrown.
+    /// cannot fix (credentials, TLS files, a queue that exists with other arguments): those are
+    /// thrown.
     package func start() throws {
         if !configuration.amqp.tls.verify {
             logger.warning(
@@ -158,6 +159,12 @@ package final class JobRunner<Broker: JobBroker, Fetcher: JobFetcher>: JobBroker
             try session.start(retrying: true)
         } catch  where error.code == .login || error.code == .tls {
             throw error
+        } catch  where error.code == .channelClosed && error.replyCode == 406 {
+            // A queue exists with other arguments (such as another type): no retry declares it.
+            throw ConfigurationError(
+                key: "queue.declare",
+                problem: "the broker refuses to declare the topology as configured (\(error.message)); "
+                    + "delete the queue, or set queue.declare=false to use it as it is")
         } catch  where error.code == .interrupted {
             // The session said so; the drain goes on.
         } catch {
