@@ -46,17 +46,23 @@ package enum StorageKey {
         }
     }
 
-    /// Whether `key` lies in the content-address namespace: its first segment is two lowercase hex
-    /// digits and its second starts with 64 (a digest), then ends or goes on with `.`. Such keys
-    /// name the bytes whose digest they carry, so a job's key may use one only when it is the
-    /// job's own content address; otherwise a keyed job could put other bytes where another
-    /// image's result points (and the file sink skips writing a content address that exists).
+    /// Whether `key` lies in the content-address namespace: its first segment is two hex digits
+    /// and its second starts with 64 (a digest), then ends or goes on with `.`. Such keys name the
+    /// bytes whose digest they carry, so a job's key may use one only when it is the job's own
+    /// content address; otherwise a keyed job could put other bytes where another image's result
+    /// points (and the file sink skips writing a content address that exists). A key that is
+    /// just two hex digits is a content address's folder: a file there would make every image
+    /// whose digest starts so fail to store. Hex digits of either case count, for file systems
+    /// that ignore case (SMB, casefold ext4).
     package static func isInContentAddressSpace(_ key: String) -> Bool {
         let utf8 = Array(key.utf8)
         func isHex(_ c: UInt8) -> Bool {
-            (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))
+            // Wrapping subtraction: one comparison for each range; `| 0x20` folds A-F onto a-f.
+            c &- UInt8(ascii: "0") < 10 || (c | 0x20) &- UInt8(ascii: "a") < 6
         }
-        guard utf8.count >= 3 + 64, isHex(utf8[0]), isHex(utf8[1]), utf8[2] == UInt8(ascii: "/") else { return false }
+        guard utf8.count >= 2, isHex(utf8[0]), isHex(utf8[1]) else { return false }
+        if utf8.count == 2 { return true }
+        guard utf8.count >= 3 + 64, utf8[2] == UInt8(ascii: "/") else { return false }
         let digest = utf8[3..<(3 + 64)]
         guard digest.allSatisfy(isHex) else { return false }
         return utf8.count == 3 + 64 || utf8[3 + 64] == UInt8(ascii: ".") || utf8[3 + 64] == UInt8(ascii: "/")

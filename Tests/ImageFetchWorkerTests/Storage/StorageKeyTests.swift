@@ -86,8 +86,19 @@ import Testing
         for hint in ["ab/\(other).png", "/ab/\(other).gif", "ab/\(other)", "ab/\(other).png/x", "cc/\(sha).png"] {
             #expect(request(hint).resolvedKey == own, "\(hint)")
         }
+        // A file named as a content address's folder: every image whose digest starts so would
+        // fail to store (ENOTDIR) until someone removed it.
+        for hint in ["17", "ab", "/ff", "cc"] {
+            #expect(request(hint).resolvedKey == own, "\(hint)")
+        }
+        // On a case-insensitive file system (SMB, casefold ext4) these are another image's file.
+        for hint in ["AB/\(other.uppercased()).PNG", "Ab/\(other).png", "CC/\(sha.uppercased()).GIF"] {
+            #expect(request(hint).resolvedKey == own, "\(hint)")
+        }
         // Not the content-address shape: usable as before.
-        for hint in ["AB/\(other).png", "x/ab/\(other).png", "ab/\(other.prefix(63)).png", "abc/\(other).png"] {
+        for hint in [
+            "x/ab/\(other).png", "ab/\(other.prefix(63)).png", "abc/\(other).png", "ab/cat.png", "abc", "a", "1g",
+        ] {
             #expect(request(hint).resolvedKey == hint, "\(hint)")
         }
     }
