@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// The refresh is due when a quarter of the credentials' lifetime is left (at most 5 minutes
 /// before expiry); a failed refresh is tried again after 1, 2, 4 … up to 30 seconds. Uploads keep
-/// the old credentials until they expire; after that, and until a refresh succeeds, ``current()``
+/// the old credentials until a minute before they expire; after that, and until a refresh
+/// succeeds, ``current()``
 /// is a retryable `storage_failed`, so the jobs go through the retry queues instead of failing.
 ///
 /// Temporary credentials are fetched with a ``FetchEngine`` of the provider's own, without the
@@ -15,6 +16,8 @@ import Synchronization
 package final class CredentialProvider: Sendable {
     private struct State {
         var credentials: AWSCredentials?
+        /// When ``credentials`` were had: their lifetime sets the margin before expiry.
+        var since = Date()
         var lastError: String?
         var failures = 0
     }
@@ -68,17 +71,26 @@ package final class CredentialProvider: Sendable {
 
     /// The credentials to sign with now, or a retryable `storage_failed` while they are expired.
     package func current(now: Date = Date()) -> Result<AWSCredentials, StorageError> {
-        let (credentials, lastError) = state.withLock { ($0.credentials, $0.lastError) }
+        let (credentials, since, lastError) = state.withLock { ($0.credentials, $0.since, $0.lastError) }
         guard let credentials else {
             return .failure(StorageError("no S3 credentials yet", retryable: true))
         }
-        if let expiration = credentials.expiration, now >= expiration {
+        if let expiration = credentials.expiration, now >= Self.lastUse(expiration: expiration, since: since) {
             return .failure(
                 StorageError(
-                    "the S3 credentials expired and could not be refreshed yet" + (lastError.map { ": \($0)" } ?? ""),
+                    "the S3 credentials expired (or expire within a minute) and could not be refreshed yet"
+                        + (lastError.map { ": \($0)" } ?? ""),
                     retryable: true))
         }
         return .success(credentials)
+    }
+
+    /// The last moment to sign with credentials that expire at `expiration`: a request signed
+    /// just before would reach S3 after (a `HEAD` first, clocks apart) and get `400 ExpiredToken`,
+    /// a final failure. A minute before, or a tenth of a shorter lifetime.
+    static func lastUse(expiration: Date, since: Date) -> Date {
+        let lifetime = max(0, expiration.timeIntervalSince(since))
+        return expiration.addingTimeInterval(-min(60, lifetime / 10))
     }
 
     // MARK: Refresh
@@ -109,6 +121,7 @@ package final class CredentialProvider: Sendable {
         case .success(let credentials):
             state.withLock {
                 $0.credentials = credentials
+                $0.since = Date()
                 $0.lastError = nil
                 $0.failures = 0
             }

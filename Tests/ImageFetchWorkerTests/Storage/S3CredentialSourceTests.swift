@@ -86,6 +86,27 @@ import Testing
         #expect([1, 2, 3, 6, 10].map { CredentialProvider.retryDelay(failures: $0) } == [1, 2, 4, 30, 30])
     }
 
+    /// A request signed a moment before the keys expire reaches S3 after: `400 ExpiredToken`, a
+    /// final `storage_failed`, and the image is lost. Keys this close to expiry are not used.
+    @Test func keysAboutToExpireAreNotSignedWith() throws {
+        let now = Date()
+        let expiration = now.addingTimeInterval(3600)
+        let provider = try CredentialProvider(
+            source: .fixed(AWSCredentials(accessKeyID: "a", secretAccessKey: "s", expiration: expiration)),
+            userAgent: "test")
+        #expect((try? provider.current(now: expiration.addingTimeInterval(-61)).get()) != nil)
+        guard case .failure(let error) = provider.current(now: expiration.addingTimeInterval(-30)) else {
+            Issue.record("keys 30 s from expiry were used")
+            return
+        }
+        #expect(error.retryable)
+        // Short-lived keys (the tests' few seconds) keep a tenth of their lifetime as the margin.
+        let short = AWSCredentials(accessKeyID: "a", secretAccessKey: "s", expiration: now.addingTimeInterval(4))
+        let shortProvider = try CredentialProvider(source: .fixed(short), userAgent: "test")
+        #expect((try? shortProvider.current(now: now.addingTimeInterval(3.5)).get()) != nil)
+        #expect((try? shortProvider.current(now: now.addingTimeInterval(3.7)).get()) == nil)
+    }
+
     @Test func stsAnswersAreParsed() throws {
         let xml = """
             <AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>
