@@ -108,6 +108,7 @@ extension ImageSniffer {
             guard isFirst || reads + entries <= budget else { return }
             var offsets: (type: UInt16, count: Int, at: Int)?
             var counts: (type: UInt16, count: Int, at: Int)?
+            var tiled = false
             // For libtiff's estimate of a single uncompressed strip: the first value of each tag.
             var layout = UncompressedLayout()
             for index in 0..<entries {
@@ -134,12 +135,14 @@ extension ImageSniffer {
                     try v.require(valueAt, Int(bytes))
                 }
                 switch tag {
-                case 273, 324: offsets = (type, Int(count), valueAt)  // StripOffsets, TileOffsets
+                case 273, 324:  // StripOffsets, TileOffsets
+                    offsets = (type, Int(count), valueAt)
+                    tiled = tag == 324
                 case 279, 325: counts = (type, Int(count), valueAt)  // StripByteCounts, TileByteCounts
                 case 256, 257, 258, 259, 277:
-                    guard count >= 1, type == 3 || type == 4 else { break }
-                    let value = Int(type == 3 ? UInt64(try r.u16(valueAt)) : UInt64(try r.u32(valueAt)))
-                    layout.set(tag: tag, value)
+                    guard count >= 1, type == 3 || type == 4 || type == 16 else { break }
+                    let value = try tiffArrayElement(r, type, at: valueAt, 0)
+                    layout.set(tag: tag, Int(min(value, UInt64(Int.max))))
                 default: break
                 }
             }
@@ -160,9 +163,10 @@ extension ImageSniffer {
                     length = try tiffArrayElement(r, counts.type, at: counts.at, index)
                 }
                 var (end, overflow) = offset.addingReportingOverflow(length)
-                if overflow || end > UInt64(v.count), offsets.count == 1, let size = layout.stripSize {
-                    // libtiff takes a single uncompressed strip's byte count that runs past the
-                    // file as bogus and computes it from the image's size instead.
+                let bogus = overflow || end > UInt64(v.count) || length == 0
+                if bogus, offsets.count == 1, !tiled, let size = layout.stripSize {
+                    // libtiff takes a single uncompressed strip's byte count that is missing, 0 or
+                    // runs past the file as bogus and computes it from the image's size instead.
                     (end, overflow) = offset.addingReportingOverflow(UInt64(size))
                 }
                 guard !overflow, end <= UInt64(v.count) else { throw .needMore }

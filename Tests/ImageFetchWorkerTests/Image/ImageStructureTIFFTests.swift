@@ -1,3 +1,4 @@
+import ImageSamples
 import Testing
 
 @testable import ImageFetchWorker
@@ -51,5 +52,36 @@ import Testing
         file[lastIFD + 2 + 2 * 12 + 8] = 0xF0
         file[lastIFD + 2 + 2 * 12 + 9] = 0xFF
         #expect(ImageSniffer.tiffWalk(file).problem == .truncated(reason: "tiff ends before its end"))
+    }
+
+    /// A single uncompressed strip whose byte count is missing or 0: libtiff computes it from the
+    /// image's size (4 × 3 bytes here), so the walk must too, or a cut file passes as `ok`.
+    @Test(arguments: ["missing", "zero"])
+    func aSingleStripWithoutAByteCountIsCheckedAgainstTheImagesSize(count: String) {
+        var file = ImageSamples.tiff(width: 4, height: 3, bigEndian: false, longDimensions: false, ifdLast: false)
+        // Entry 8 of the IFD at 8 is StripByteCounts (tag 279): retag it, or set its value to 0.
+        let entry = 8 + 2 + 12 * 8
+        if count == "missing" {
+            file[entry] = 0x18  // 280, MinSampleValue: no byte counts
+        } else {
+            file[entry + 8] = 0
+        }
+        #expect(ImageSniffer.checkStructure(file, format: .tiff) == nil)
+        let cut = Array(file.prefix(file.count - 7))
+        #expect(ImageSniffer.checkStructure(cut, format: .tiff) == .truncated(reason: "tiff ends before its end"))
+    }
+
+    /// One tile is not one strip: libtiff estimates a strip's size, never a tile's, whose declared
+    /// size (16 × 16 here) is larger than the image's (10 × 10).
+    @Test func aCutTileIsNotCheckedAgainstTheImagesSize() {
+        var file = Self.le16(0x4949) + Self.le16(42) + Self.le32(8) + Self.le16(5)
+        file += Self.entry(256, 3, count: 1, 10) + Self.entry(257, 3, count: 1, 10)
+        file += Self.entry(259, 3, count: 1, 1) + Self.entry(324, 4, count: 1, 80) + Self.entry(325, 4, count: 1, 256)
+        file += Self.le32(0) + [UInt8](repeating: 0, count: 80 - 74)
+        #expect(file.count == 80)
+        #expect(ImageSniffer.checkStructure(file + [UInt8](repeating: 7, count: 256), format: .tiff) == nil)
+        #expect(
+            ImageSniffer.checkStructure(file + [UInt8](repeating: 7, count: 150), format: .tiff)
+                == .truncated(reason: "tiff ends before its end"))
     }
 }
