@@ -128,13 +128,16 @@ def _tamper(source, sink, nth, mode):
     dropping its content frames ("cut"), or dropping every publisher confirm from then on
     ("noconfirm": a broker that stays alive but confirms nothing). "noconfirm-dead" drops, on the
     first connection that gets one, every publisher confirm on channel 3, where the worker
-    publishes the dead copies of too-large jobs."""
+    publishes the dead copies of too-large jobs. "closedepth" answers the first passive declare on
+    channel 2 (the worker's depth sample) with connection.close, and drops everything the broker
+    sends on that connection after it, as a broker waiting for close-ok sends nothing more."""
     buffer = b""
     delivers = 0
     dropping_confirms = False
     dropping_dead_confirms = False
     previous = b"\x00" * 7 + b"\x01"
     cutting = None  # the channel whose content frames are being dropped
+    closed = False  # "closedepth": the connection.close was sent
     try:
         while True:
             data = source.recv(65536)
@@ -149,6 +152,16 @@ def _tamper(source, sink, nth, mode):
                 frame = bytearray(buffer[:8 + size])
                 buffer = buffer[8 + size:]
                 channel = struct.unpack(">H", frame[1:3])[0]
+                if closed:
+                    continue
+                if mode == "closedepth" and channel == 2 and frame[7:11] == b"\x00\x32\x00\x0b":
+                    if not _tampered:  # queue.declare-ok
+                        _tampered.append(True)
+                        closed = True
+                        text = b"CONNECTION_FORCED - closed by the test proxy"
+                        payload = struct.pack(">HHHB", 10, 50, 320, len(text)) + text + struct.pack(">HH", 0, 0)
+                        out += struct.pack(">BHI", 1, 0, len(payload)) + payload + b"\xce"
+                        continue
                 if frame_type == 1 and channel == cutting:
                     cutting = None
                 if frame_type in (2, 3) and channel == cutting:
@@ -165,7 +178,7 @@ def _tamper(source, sink, nth, mode):
                 if frame_type == 1 and frame[7:11] == b"\x00\x3c\x00\x3c":  # basic.deliver
                     delivers += 1
                     tag_at = 11 + 1 + frame[11]  # after the consumer tag (a short string)
-                    if delivers == nth and not _tampered:
+                    if delivers == nth and not _tampered and mode in ("tag", "cut", "noconfirm"):
                         _tampered.append(True)
                         if mode == "cut":
                             cutting = channel

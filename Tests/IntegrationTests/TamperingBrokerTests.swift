@@ -101,6 +101,19 @@ struct TamperingBrokerTests {
 
     static let reconnecting = "the broker confirmed no publish in time; reconnecting"
 
+    /// The broker closes the connection in answer to a depth sample's passive declare, and then
+    /// sends nothing more, waiting for close-ok. The sample took the close for a failed sample
+    /// and went on: the connection looked alive, the jobs waited for confirms that never came,
+    /// and only `amqp.confirm_timeout` (60 s) ended it. Now the close is the connection's loss.
+    @Test(.timeLimit(.minutes(3)))
+    func aConnectionClosedInAnswerToADepthSampleIsLostAtOnce() async throws {
+        try await run(mode: "closedepth", name: "closedepth", environment: ["METRICS_DEPTH_INTERVAL": "1s"]) {
+            worker, _ in
+            #expect(worker.log.contains("CONNECTION_FORCED"), "log:\n\(worker.log.suffix(3000))")
+            #expect(!worker.log.contains(Self.reconnecting), "log:\n\(worker.log.suffix(3000))")
+        }
+    }
+
     /// One job over `queue.max_job_bytes` (64 KiB here) in the jobs queue (with `expiration`, its
     /// TTL in ms), and a worker whose broker connection goes through a proxy that drops the
     /// confirms of the dead copies' channel on the first connection; `amqp.confirm_timeout` 3 s.

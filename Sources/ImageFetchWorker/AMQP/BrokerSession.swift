@@ -342,7 +342,11 @@ package final class BrokerSession: @unchecked Sendable {
                 connection.sendCloseOk(channel: 2, connection: false)
                 completion(nil)
             } catch {
+                // The connection's, not the sample's: a connection.close in answer (the broker
+                // then waits for close-ok and sends nothing more), a socket error, an RPC timeout.
+                if error.code == .connectionClosed { connection.sendCloseOk(channel: 0, connection: true) }
                 completion(nil)
+                self.handleLoss(error)
             }
         }
     }
