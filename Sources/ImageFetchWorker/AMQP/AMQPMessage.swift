@@ -11,9 +11,21 @@ public struct AMQPProperties: Sendable, Hashable {
     /// consumers, on every copy. `user_id` is not kept (the broker refuses a copy whose `user_id`
     /// is not the worker's own user), nor `expiration` (it would cut a retry's delay short and
     /// let a dead letter expire).
-    public var contentEncoding: String? = nil
-    public var type: String? = nil
-    public var appID: String? = nil
+    public var contentEncoding: String? {
+        get { carried?.contentEncoding }
+        set { carry(contentEncoding: newValue, type: type, appID: appID) }
+    }
+    public var type: String? {
+        get { carried?.type }
+        set { carry(contentEncoding: contentEncoding, type: newValue, appID: appID) }
+    }
+    public var appID: String? {
+        get { carried?.appID }
+        set { carry(contentEncoding: contentEncoding, type: type, appID: newValue) }
+    }
+    /// Those three in one box, nil when none is set: a delivery's properties are copied a few
+    /// times a job, and three strings of their own cost every copy (callgrind, png32: +0.3 %).
+    private var carried: Carried?
     public var messageID: String? = nil
     public var correlationID: String? = nil
     public var replyTo: String? = nil
@@ -29,13 +41,44 @@ public struct AMQPProperties: Sendable, Hashable {
     package var headersCut = false
     public init() {}
 
+    private mutating func carry(contentEncoding: String?, type: String?, appID: String?) {
+        let none = contentEncoding == nil && type == nil && appID == nil
+        carried = none ? nil : Carried(contentEncoding: contentEncoding, type: type, appID: appID)
+    }
+
+    /// Immutable, so a copy of the properties shares it safely.
+    private final class Carried: Sendable, Hashable {
+        let contentEncoding: String?
+        let type: String?
+        let appID: String?
+
+        init(contentEncoding: String?, type: String?, appID: String?) {
+            self.contentEncoding = contentEncoding
+            self.type = type
+            self.appID = appID
+        }
+
+        static func == (lhs: Carried, rhs: Carried) -> Bool {
+            lhs.contentEncoding == rhs.contentEncoding && lhs.type == rhs.type && lhs.appID == rhs.appID
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(contentEncoding)
+            hasher.combine(type)
+            hasher.combine(appID)
+        }
+    }
+
     init(decoding properties: amqp_basic_properties_t) {
         let flags = properties._flags
         func has(_ flag: Int32) -> Bool { flags & amqp_flags_t(flag) != 0 }
         if has(AMQP_BASIC_CONTENT_TYPE_FLAG) { contentType = properties.content_type.stringValue }
-        if has(AMQP_BASIC_CONTENT_ENCODING_FLAG) { contentEncoding = properties.content_encoding.stringValue }
-        if has(AMQP_BASIC_TYPE_FLAG) { type = properties.type.stringValue }
-        if has(AMQP_BASIC_APP_ID_FLAG) { appID = properties.app_id.stringValue }
+        if has(AMQP_BASIC_CONTENT_ENCODING_FLAG) || has(AMQP_BASIC_TYPE_FLAG) || has(AMQP_BASIC_APP_ID_FLAG) {
+            carry(
+                contentEncoding: has(AMQP_BASIC_CONTENT_ENCODING_FLAG) ? properties.content_encoding.stringValue : nil,
+                type: has(AMQP_BASIC_TYPE_FLAG) ? properties.type.stringValue : nil,
+                appID: has(AMQP_BASIC_APP_ID_FLAG) ? properties.app_id.stringValue : nil)
+        }
         if has(AMQP_BASIC_MESSAGE_ID_FLAG) { messageID = properties.message_id.stringValue }
         if has(AMQP_BASIC_CORRELATION_ID_FLAG) { correlationID = properties.correlation_id.stringValue }
         if has(AMQP_BASIC_REPLY_TO_FLAG) { replyTo = properties.reply_to.stringValue }
