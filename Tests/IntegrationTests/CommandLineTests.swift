@@ -120,14 +120,7 @@ struct CommandLineTests {
     func aJobsQueueOfAnotherTypeStopsTheStartWith78() async throws {
         var configuration = try TestBroker.configuration("other-type")
         defer { TestBroker.cleanUp(configuration) }
-        do {
-            let connection = try AMQPConnection()
-            try connection.open(
-                url: configuration.amqp.urls[0], tls: .init(), heartbeat: 0, connectionName: "test setup")
-            defer { connection.close() }
-            try connection.openChannel(1)
-            try connection.declareQueue(channel: 1, name: configuration.queue.jobs, arguments: [:])
-        }
+        try BrokerBehaviourTests.declare(configuration, queue: configuration.queue.jobs, arguments: [:])
         configuration.queue.type = .quorum
         let refused = try await run(
             ["run"], TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder()))

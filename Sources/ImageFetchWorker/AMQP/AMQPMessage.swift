@@ -92,34 +92,21 @@ public struct AMQPProperties: Sendable, Hashable {
     func encode(in arena: AMQPArena, adding header: AMQPHeader? = nil) -> amqp_basic_properties_t {
         var result = amqp_basic_properties_t()
         var flags: Int32 = 0
-        if let contentType {
-            flags |= AMQP_BASIC_CONTENT_TYPE_FLAG
-            result.content_type = arena.bytes(contentType)
+        // `inout` on the field, captures for the rest: no exclusive access overlaps.
+        func put(_ value: String?, _ flag: Int32, _ field: inout amqp_bytes_t) {
+            guard let value else { return }
+            flags |= flag
+            field = arena.bytes(value)
         }
-        if let contentEncoding {
-            flags |= AMQP_BASIC_CONTENT_ENCODING_FLAG
-            result.content_encoding = arena.bytes(contentEncoding)
+        put(contentType, AMQP_BASIC_CONTENT_TYPE_FLAG, &result.content_type)
+        if let carried {
+            put(carried.contentEncoding, AMQP_BASIC_CONTENT_ENCODING_FLAG, &result.content_encoding)
+            put(carried.type, AMQP_BASIC_TYPE_FLAG, &result.type)
+            put(carried.appID, AMQP_BASIC_APP_ID_FLAG, &result.app_id)
         }
-        if let type {
-            flags |= AMQP_BASIC_TYPE_FLAG
-            result.type = arena.bytes(type)
-        }
-        if let appID {
-            flags |= AMQP_BASIC_APP_ID_FLAG
-            result.app_id = arena.bytes(appID)
-        }
-        if let messageID {
-            flags |= AMQP_BASIC_MESSAGE_ID_FLAG
-            result.message_id = arena.bytes(messageID)
-        }
-        if let correlationID {
-            flags |= AMQP_BASIC_CORRELATION_ID_FLAG
-            result.correlation_id = arena.bytes(correlationID)
-        }
-        if let replyTo {
-            flags |= AMQP_BASIC_REPLY_TO_FLAG
-            result.reply_to = arena.bytes(replyTo)
-        }
+        put(messageID, AMQP_BASIC_MESSAGE_ID_FLAG, &result.message_id)
+        put(correlationID, AMQP_BASIC_CORRELATION_ID_FLAG, &result.correlation_id)
+        put(replyTo, AMQP_BASIC_REPLY_TO_FLAG, &result.reply_to)
         if persistent {
             flags |= AMQP_BASIC_DELIVERY_MODE_FLAG
             result.delivery_mode = 2
