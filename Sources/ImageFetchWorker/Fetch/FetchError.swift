@@ -59,6 +59,8 @@ package enum FetchError: Error, Sendable, Equatable {
         case tooLong
         /// User info in its authority.
         case userInfo
+        /// Not a URL the host checks can read.
+        case unparsable
     }
 
     /// How a connection failed.
@@ -93,6 +95,7 @@ extension FetchError {
         case .setupFailed(let reason): "the transfer could not be set up: \(reason)"
         case .redirectRefused(.tooLong): "a redirect target is longer than \(URLPolicy.maxLength) bytes"
         case .redirectRefused(.userInfo): "a redirect target contains user info, which is not allowed"
+        case .redirectRefused(.unparsable): "a redirect target is not a URL the host checks can read"
         case .invalidHost(let problem, let redirect): redirect ? "a redirect target: \(problem)" : problem
         // Names the list, never the host.
         case .hostNotAllowed(.denied, let redirect):

@@ -84,6 +84,21 @@ extension FetchTransfer {
         return line[start..<end]
     }
 
+    /// The `Location` value as libcurl reads it to follow it (`Curl_copy_header_value`): after
+    /// the C spaces (VT and FF too), up to the first CR (else LF), less the C spaces before that.
+    /// The redirect checks must read the target libcurl will request; a stray CR, VT or FF in the
+    /// raw value made them fail to parse it, and the redirect went unchecked.
+    static func location(in line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer.SubSequence? {
+        guard hasPrefix(line, locationPrefix, ignoringCase: true) else { return nil }
+        func isCSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || (byte >= 0x09 && byte <= 0x0D) }
+        var start = locationPrefix.count
+        while start < line.count, isCSpace(line[start]) { start += 1 }
+        let rest = line[start...]
+        var end = rest.firstIndex(of: UInt8(ascii: "\r")) ?? rest.firstIndex(of: UInt8(ascii: "\n")) ?? line.count
+        while end > start, isCSpace(line[end - 1]) { end -= 1 }
+        return line[start..<end]
+    }
+
     @inline(__always)
     private static func isSpace(_ byte: UInt8) -> Bool {
         byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")

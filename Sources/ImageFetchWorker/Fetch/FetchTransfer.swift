@@ -254,7 +254,7 @@ final class FetchTransfer: @unchecked Sendable {
             // libcurl follows redirects itself; it checks the scheme (CURLOPT_REDIR_PROTOCOLS_STR)
             // and the veto checks the address, but the target's user info, length and host are
             // ours to check. Whether it follows is decided by its own reading of the status.
-            if let value = Self.value(of: Self.locationPrefix, in: line), Self.isFollowed(currentStatus) {
+            if let value = Self.location(in: line), Self.isFollowed(currentStatus) {
                 if let problem = Self.redirectProblem(value) ?? redirectHostProblem(value) {
                     abortReason = problem
                     return false

@@ -69,11 +69,20 @@ final class HostGuard: @unchecked Sendable {
     /// Why the redirect from `current` (the effective URL) to `location` is refused, or nil.
     func redirectProblem(from current: String, to location: UnsafeRawBufferPointer.SubSequence) -> FetchError? {
         let target = String(decoding: location, as: UTF8.self)
-        guard parser.set(current, flags: CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE),
-            parser.set(target, flags: Self.redirectFlags), let host = parser.host
-        else {
-            return nil  // libcurl's redirect fails on the same parse
+        let base = CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE
+        guard parser.set(current, flags: base), parser.set(target, flags: Self.redirectFlags) else {
+            // A scheme libcurl does not speak: its redirect protocols refuse it (`unsupported_scheme`).
+            if parser.set(current, flags: base),
+                parser.set(target, flags: Self.redirectFlags | CURLU_NON_SUPPORT_SCHEME)
+            {
+                return nil
+            }
+            // libcurl's own redirect should fail on the same parse; should it not, the target
+            // would go unchecked, so it is refused here (fail closed).
+            return .redirectRefused(.unparsable)
         }
+        // No host (`file:`): the redirect protocols refuse it too.
+        guard let host = parser.host else { return nil }
         // Also where the bytes hide it: libcurl takes one to three slashes after the scheme.
         if parser.hasUserInfo { return .redirectRefused(.userInfo) }
         return check(host, redirect: true)

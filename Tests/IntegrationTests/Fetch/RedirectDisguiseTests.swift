@@ -48,4 +48,29 @@ struct RedirectDisguiseTests {
         #expect(response.error?.message.contains("hunter2") == false)
         #expect(origin.requests == ["/odd"], "the target must not be requested")
     }
+
+    /// libcurl reads a `Location` value up to its first CR and trims every C space (VT and FF too)
+    /// at both ends. A check that read the raw value failed to parse it and let the redirect go
+    /// unchecked: the host lists were skipped.
+    @Test(arguments: [
+        "Location: http://localhost:{port}/elsewhere.png\rx\r\n",
+        "Location:\u{0B}http://localhost:{port}/elsewhere.png\r\n",
+        "Location: http://localhost:{port}/elsewhere.png\u{0C}\r\n",
+    ])
+    func aLocationWithStrayControlBytesIsCheckedAsLibcurlReadsIt(header: String) async throws {
+        let origin = try RawOrigin(responses: [
+            "/stray": "HTTP/1.1 302 Found\r\n\(header)Content-Length: 0\r\n\r\n",
+            "/elsewhere.png": Self.image,
+        ])
+        defer { origin.stop() }
+        let engine = try FetchEngine(
+            configuration: FetchEngineTests.configuration {
+                $0.allowedHosts = ["127.0.0.1"]
+                $0.maxRedirects = 3
+            }, addressPolicy: nil)
+        defer { engine.shutdown() }
+        let response = await FetchEngineTests.fetch(engine, origin.url("/stray"))
+        #expect(response.error?.code == .hostNotAllowed, "\(String(describing: response.error))")
+        #expect(origin.requests == ["/stray"], "the target must not be requested")
+    }
 }
