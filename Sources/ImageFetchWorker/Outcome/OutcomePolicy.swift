@@ -105,8 +105,10 @@ package struct OutcomePolicy: Sendable {
     /// A body that is no job: a dead-letter copy with the reason; should its publish fail, the
     /// original is rejected to the queue's dead-letter exchange instead. Nothing is lost either way.
     package func invalid(_ delivery: Delivery, error: JobError) -> Decision {
-        Decision(
-            messages: [deadCopy(of: delivery, error: error, attempt: 1)], outcome: .deadLettered(error.code),
+        // The attempt it ended on: a later attempt's checks can refuse what the first passed.
+        let attempt = max(JobHeaders.count(delivery.properties.headers[JobHeaders.attempt]) ?? 1, 1)
+        return Decision(
+            messages: [deadCopy(of: delivery, error: error, attempt: attempt)], outcome: .deadLettered(error.code),
             ifUnconfirmed: .reject)
     }
 

@@ -56,9 +56,9 @@ extension JobRunner {
     }
 
     /// Whether the delivery carries `x-deferrals`: its origin's demand counted it when it first came.
+    /// A value that is no integer counts as absent, as everywhere else (message-contract.md).
     static func comesBackFromDeferral(_ delivery: Delivery) -> Bool {
-        guard let count = delivery.properties.headers[OutcomePolicy.deferralsHeader] else { return false }
-        return (count.intValue ?? 1) > 0
+        (JobHeaders.count(delivery.properties.headers[OutcomePolicy.deferralsHeader]) ?? 0) > 0
     }
 
     // MARK: - Admission (admission queue)

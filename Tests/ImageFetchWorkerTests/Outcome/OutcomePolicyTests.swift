@@ -112,6 +112,33 @@ import Testing
         #expect(decision.ifUnconfirmed == .reject)
         #expect(decision.messages.map(\.routingKey) == ["image-fetch.dead"])
         #expect(decision.messages[0].properties.headers["x-error-code"] == .string("invalid_job"))
+        #expect(decision.messages[0].properties.headers["x-attempt"] == .int(1))
+    }
+
+    /// A job can pass its first attempt's checks and fail a later one's (a rolling deploy with a
+    /// stricter `fetch.job_headers`): its dead copy says the attempt it ended on, not 1.
+    @Test func anInvalidJobsDeadCopyKeepsItsAttempt() {
+        let delivery = Self.delivery(headers: ["x-attempt": .int(3)])
+        let decision = Self.policy().invalid(delivery, error: JobError(.invalidJob, "header not allowed"))
+        #expect(decision.messages[0].properties.headers["x-attempt"] == .int(3))
+        let nonsense = Self.delivery(headers: ["x-attempt": .string("three")])
+        #expect(
+            Self.policy().invalid(nonsense, error: JobError(.invalidJob, "x")).messages[0].properties.headers[
+                "x-attempt"] == .int(1))
+    }
+
+    /// An `x-deferrals` that is not an integer counts as absent (message-contract.md), also for
+    /// the demand count at admission.
+    @Test func onlyAnIntegerDeferralCountMeansTheJobCameBack() {
+        func comesBack(_ value: AMQPFieldValue?) -> Bool {
+            JobRunner<FakeBroker, FakeFetcher>.comesBackFromDeferral(
+                Self.delivery(headers: value.map { ["x-deferrals": $0] } ?? [:]))
+        }
+        #expect(comesBack(.int(2)))
+        #expect(!comesBack(.int(0)))
+        #expect(!comesBack(nil))
+        #expect(!comesBack(.string("abc")))
+        #expect(!comesBack(.bool(true)))
     }
 
     @Test func aPoisonJobIsDeadLettered() {
