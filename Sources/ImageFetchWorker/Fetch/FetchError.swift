@@ -77,6 +77,8 @@ package enum FetchError: Error, Sendable, Equatable {
         case closedEarly
         /// The origin broke the HTTP/2 framing (of the connection or of the stream).
         case http2Framing
+        /// The origin's answer is not HTTP (no status line, an unknown version or status).
+        case notHTTP
     }
 }
 
@@ -110,6 +112,7 @@ extension FetchError {
         case .connectFailed(.receiveFailed): "the connection failed while receiving"
         case .connectFailed(.closedEarly): "the origin closed the connection without a response"
         case .connectFailed(.http2Framing): "the origin broke the HTTP/2 framing"
+        case .connectFailed(.notHTTP): "the origin's answer is not HTTP"
         case .timeout: "the transfer timed out (connect, total or low-speed limit)"
         case .tls: "the TLS handshake or certificate check failed"
         case .tooManyRedirects(let limit): "more than \(limit) redirects"

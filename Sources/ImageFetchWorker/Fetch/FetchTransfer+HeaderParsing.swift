@@ -16,18 +16,7 @@ extension FetchTransfer {
         }
         let slash = UInt8(ascii: "/")
         var index = location.startIndex
-        // An optional scheme: a letter, then letters, digits, "+", "-" or ".", then ":".
-        if let colon = location.firstIndex(of: UInt8(ascii: ":")), colon > index,
-            location[index..<colon].allSatisfy({ byte in
-                let lower = byte | 0x20
-                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
-                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
-            }),
-            (location[index] | 0x20) >= UInt8(ascii: "a"), (location[index] | 0x20) <= UInt8(ascii: "z")
-        {
-            index = colon + 1
-        }
+        if let scheme = scheme(of: location) { index = scheme.endIndex + 1 }
         // Only a target with an authority ("//…") can carry user info.
         guard location.endIndex - index >= 2, location[index] == slash, location[index + 1] == slash else { return nil }
         let authority = location[(index + 2)...].prefix { byte in
@@ -37,6 +26,29 @@ extension FetchTransfer {
             return .redirectRefused(.userInfo)
         }
         return nil
+    }
+
+    /// The scheme a target starts with (a letter, then letters, digits, "+", "-" or ".", then
+    /// ":"), without the colon; nil for a relative target.
+    static func scheme(of location: UnsafeRawBufferPointer.SubSequence) -> UnsafeRawBufferPointer.SubSequence? {
+        let start = location.startIndex
+        guard let colon = location.firstIndex(of: UInt8(ascii: ":")), colon > start,
+            (location[start] | 0x20) >= UInt8(ascii: "a"), (location[start] | 0x20) <= UInt8(ascii: "z"),
+            location[start..<colon].allSatisfy({ byte in
+                let lower = byte | 0x20
+                return (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            })
+        else { return nil }
+        return location[start..<colon]
+    }
+
+    /// Whether a target names a scheme other than http and https (in any case).
+    static func hasForeignScheme(_ location: UnsafeRawBufferPointer.SubSequence) -> Bool {
+        guard let scheme = scheme(of: location) else { return false }
+        let lower = scheme.map { $0 | 0x20 }
+        return lower != Array("http".utf8) && lower != Array("https".utf8)
     }
 
     /// The three-digit status of a status line (`HTTP/1.1 302 Found`), or 0.

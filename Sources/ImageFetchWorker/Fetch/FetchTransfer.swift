@@ -77,6 +77,9 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var abortReason: FetchError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
     private(set) var vetoedClass: String?
+    /// A followed `Location` names a scheme other than http and https: libcurl's
+    /// `UNSUPPORTED_PROTOCOL` is then the redirect's, not an answer that is no HTTP.
+    private var redirectsToForeignScheme = false
 
     /// A non-2xx body larger than this is not drained for keep-alive; the transfer stops instead.
     static let discardLimit = 64 * 1024
@@ -259,6 +262,7 @@ final class FetchTransfer: @unchecked Sendable {
                     abortReason = problem
                     return false
                 }
+                if Self.hasForeignScheme(value) { redirectsToForeignScheme = true }
             } else if let value = Self.value(of: Self.lastModifiedPrefix, in: line) {
                 lastModified = CacheValidators.lastModified(from: value)
             }
@@ -346,6 +350,13 @@ final class FetchTransfer: @unchecked Sendable {
         }
         if let vetoedClass, result == CURLE_COULDNT_CONNECT {
             return .addressRefused(addressClass: vetoedClass)
+        }
+        // libcurl 7.88 also says UNSUPPORTED_PROTOCOL for an answer that is not HTTP (HTTP/0.9,
+        // an unknown version, a status of other than three digits).
+        if result == CURLE_UNSUPPORTED_PROTOCOL, !redirectsToForeignScheme {
+            var url = request.url
+            let foreign = url.withUTF8 { Self.hasForeignScheme(UnsafeRawBufferPointer($0)[...]) }
+            if !foreign { return .connectFailed(.notHTTP) }
         }
         return FetchError(
             curlCode: result, status: status, declaredLength: contentLength, received: body.count,

@@ -71,6 +71,9 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         failure: .connectFailed(.http2Framing), code: .connectFailed, retryable: true,
         message: "the origin broke the HTTP/2 framing"),
     FetchErrorMappingRow(
+        failure: .connectFailed(.notHTTP), code: .connectFailed, retryable: true,
+        message: "the origin's answer is not HTTP"),
+    FetchErrorMappingRow(
         failure: .timeout, code: .timeout, retryable: true,
         message: "the transfer timed out (connect, total or low-speed limit)"),
     FetchErrorMappingRow(
