@@ -77,6 +77,9 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var abortReason: FetchError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
     private(set) var vetoedClass: String?
+    /// Sockets opened since the last status line: a `COULDNT_CONNECT` is the veto's only when the
+    /// veto refused every address of the hop; else an allowed address failed on its own.
+    private var socketsOpened = 0
     /// A followed `Location` names a scheme other than http and https: libcurl's
     /// `UNSUPPORTED_PROTOCOL` is then the redirect's, not an answer that is no HTTP.
     private var redirectsToForeignScheme = false
@@ -295,6 +298,7 @@ final class FetchTransfer: @unchecked Sendable {
     }
 
     private func startResponse() {
+        socketsOpened = 0
         contentType = nil
         contentLength = nil
         chunked = false
@@ -326,6 +330,7 @@ final class FetchTransfer: @unchecked Sendable {
         #else
         let type = address.pointee.socktype
         #endif
+        socketsOpened += 1
         return socket(address.pointee.family, type, address.pointee.protocol)
     }
 
@@ -348,7 +353,7 @@ final class FetchTransfer: @unchecked Sendable {
         if let abortReason, result == CURLE_WRITE_ERROR || result == CURLE_ABORTED_BY_CALLBACK {
             return abortReason
         }
-        if let vetoedClass, result == CURLE_COULDNT_CONNECT {
+        if let vetoedClass, result == CURLE_COULDNT_CONNECT, socketsOpened == 0 {
             return .addressRefused(addressClass: vetoedClass)
         }
         // libcurl 7.88 also says UNSUPPORTED_PROTOCOL for an answer that is not HTTP (HTTP/0.9,
