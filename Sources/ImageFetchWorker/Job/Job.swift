@@ -75,7 +75,9 @@ public struct Job: Sendable, Equatable {
             } else if let number = try? container.decode(Int64.self) {
                 self.text = String(number)
             } else {
-                throw DecodingError.typeMismatch(String.self, .init(codingPath: [], debugDescription: "id"))
+                // The decoder's path (["id"]), so that this is not taken for a body that is no object.
+                throw DecodingError.typeMismatch(
+                    String.self, .init(codingPath: decoder.codingPath, debugDescription: "id"))
             }
         }
     }

@@ -43,6 +43,10 @@ import Testing
         (#"{"id":"a"}"#, "no url"),
         (#"{"url":"http://x/"}"#, "no id"),
         (#"{"id":"a","url":7}"#, "schema"),
+        // An object whose id is neither a string nor an integer: the schema, not "no object".
+        (#"{"id":true,"url":"http://x/"}"#, "schema"),
+        (#"{"id":1.5,"url":"http://x/"}"#, "schema"),
+        (#"{"id":{},"url":"http://x/"}"#, "schema"),
         ("", "not a JSON object"),
     ])
     func rejectsBadBodies(body: String, reason: String) {
