@@ -44,7 +44,7 @@ extension BrokerBehaviourTests {
         #expect(
             await eventually(timeout: 10) {
                 let left = (try? TestBroker.ready(configuration, queue: configuration.queue.jobs)) ?? 0
-                return Set(results.objects.compactMap { $0["id"] as? String }).count + (left ?? 0) >= 200
+                return Set(results.objects.compactMap { $0["id"] as? String }).count + left >= 200
             })
         try await origin.shutdown()
     }

@@ -56,10 +56,7 @@ package enum StorageKey {
     /// that ignore case (SMB, casefold ext4).
     package static func isInContentAddressSpace(_ key: String) -> Bool {
         let utf8 = Array(key.utf8)
-        func isHex(_ c: UInt8) -> Bool {
-            // Wrapping subtraction: one comparison for each range; `| 0x20` folds A-F onto a-f.
-            c &- UInt8(ascii: "0") < 10 || (c | 0x20) &- UInt8(ascii: "a") < 6
-        }
+        func isHex(_ c: UInt8) -> Bool { c.hexDigitValue != nil }
         guard utf8.count >= 2, isHex(utf8[0]), isHex(utf8[1]) else { return false }
         if utf8.count == 2 { return true }
         guard utf8.count >= 3 + 64, utf8[2] == UInt8(ascii: "/") else { return false }

@@ -11,12 +11,15 @@ struct RedirectDisguiseTests {
     /// libcurl reads a response's status line once. A later header line that starts with `HTTP/`
     /// and has a colon is an ordinary header to it, and it still follows the 302.
     @Test func aHeaderThatLooksLikeAStatusLineDoesNotHideTheLocation() async throws {
-        let origin = try RawOrigin(responses: [
-            "/disguised":
-                "HTTP/1.1 302 Found\r\nHTTP/1.1 200 OK: x\r\nLocation: http://localhost:{port}/elsewhere.png\r\n"
-                + "Content-Length: 0\r\n\r\n",
-            "/elsewhere.png": Self.image,
-        ])
+        try await Self.expectRedirectToLocalhostRefused(
+            "HTTP/1.1 302 Found\r\nHTTP/1.1 200 OK: x\r\nLocation: http://localhost:{port}/elsewhere.png\r\n"
+                + "Content-Length: 0\r\n\r\n")
+    }
+
+    /// `answer` redirects to localhost from an origin on 127.0.0.1, the one allowed host: the
+    /// engine must refuse the target (`host_not_allowed`) without requesting it.
+    static func expectRedirectToLocalhostRefused(_ answer: String) async throws {
+        let origin = try RawOrigin(responses: ["/redirect": answer, "/elsewhere.png": Self.image])
         defer { origin.stop() }
         let engine = try FetchEngine(
             configuration: FetchEngineTests.configuration {
@@ -24,9 +27,9 @@ struct RedirectDisguiseTests {
                 $0.maxRedirects = 3
             }, addressPolicy: nil)
         defer { engine.shutdown() }
-        let response = await FetchEngineTests.fetch(engine, origin.url("/disguised"))
+        let response = await FetchEngineTests.fetch(engine, origin.url("/redirect"))
         #expect(response.error?.code == .hostNotAllowed, "\(String(describing: response.error))")
-        #expect(origin.requests == ["/disguised"], "the target must not be requested")
+        #expect(origin.requests == ["/redirect"], "the target must not be requested")
     }
 
     /// libcurl takes one to three slashes after the scheme, and a target that starts with three.
@@ -58,19 +61,6 @@ struct RedirectDisguiseTests {
         "Location: http://localhost:{port}/elsewhere.png\u{0C}\r\n",
     ])
     func aLocationWithStrayControlBytesIsCheckedAsLibcurlReadsIt(header: String) async throws {
-        let origin = try RawOrigin(responses: [
-            "/stray": "HTTP/1.1 302 Found\r\n\(header)Content-Length: 0\r\n\r\n",
-            "/elsewhere.png": Self.image,
-        ])
-        defer { origin.stop() }
-        let engine = try FetchEngine(
-            configuration: FetchEngineTests.configuration {
-                $0.allowedHosts = ["127.0.0.1"]
-                $0.maxRedirects = 3
-            }, addressPolicy: nil)
-        defer { engine.shutdown() }
-        let response = await FetchEngineTests.fetch(engine, origin.url("/stray"))
-        #expect(response.error?.code == .hostNotAllowed, "\(String(describing: response.error))")
-        #expect(origin.requests == ["/stray"], "the target must not be requested")
+        try await Self.expectRedirectToLocalhostRefused("HTTP/1.1 302 Found\r\n\(header)Content-Length: 0\r\n\r\n")
     }
 }
