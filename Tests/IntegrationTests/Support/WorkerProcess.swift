@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The worker binary run as a user runs it: a child process with environment configuration,
 /// its output captured to a log file.
@@ -6,6 +7,7 @@ final class WorkerProcess: @unchecked Sendable {
     // @unchecked Sendable: `process` is only started and signalled from the test's task.
     let process = Process()
     let logURL: URL
+    private let exitedAt = ExitTime()
 
     /// The built executable: `IFW_WORKER_BINARY`, else `.build/debug/image-fetch-worker` of this package.
     static var binary: String {
@@ -27,6 +29,7 @@ final class WorkerProcess: @unchecked Sendable {
         process.environment = env
         process.standardOutput = log
         process.standardError = log
+        process.terminationHandler = { [exitedAt] _ in exitedAt.moment.withLock { $0 = Date() } }
         try process.run()
     }
 
@@ -36,6 +39,16 @@ final class WorkerProcess: @unchecked Sendable {
     var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
 
     func signal(_ signo: Int32) { kill(process.processIdentifier, signo) }
+
+    /// When the process exited, as seen by its termination handler; nil while it runs. Lets a test
+    /// time the worker alone when the test itself was busy meanwhile (stopping a broker, say).
+    var exitTime: Date? { exitedAt.moment.withLock { $0 } }
+
+    /// Its own object so the termination handler does not hold the `WorkerProcess`, whose deinit
+    /// kills a worker a failed test left running.
+    private final class ExitTime: Sendable {
+        let moment = Mutex<Date?>(nil)
+    }
 
     /// Waits for the process to exit; returns its status, or nil on timeout.
     func waitForExit(timeout: Double) async -> Int32? {
