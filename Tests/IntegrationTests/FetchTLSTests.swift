@@ -179,6 +179,36 @@ struct FetchTLSTests {
         #expect(attempts == 1, "handshakes the origin saw fail: \(attempts)")
     }
 
+    @Test("a handshake the origin resets is connect_failed and retryable, not a final tls_failure")
+    func handshakeResetIsAConnectionFailure() async throws {
+        let origin = try TLSOrigin.start(names: ["reset.test"])
+        defer { origin.shutdown() }
+        // Reads the ClientHello, then closes with SO_LINGER 0: the client meets ECONNRESET, as
+        // behind an overloaded load balancer or a middlebox that drops the connection.
+        let port = try TestBroker.freePort()
+        let server = try PythonServer(
+            script: """
+                import socket, struct, sys
+                listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+                print("ready", flush=True)
+                while True:
+                    connection, _ = listener.accept()
+                    connection.recv(4096)
+                    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    connection.close()
+                """,
+            arguments: { _ in ["\(port)"] }, output: { _ in })
+        defer { server.stop() }
+        let engine = try Self.engine(origin, resolve: origin.resolve + ["reset.test:\(port):127.0.0.1"])
+        defer { engine.shutdown() }
+        let response = await FetchEngineTests.fetch(engine, "https://reset.test:\(port)/ok.png")
+        #expect(response.failure == .connectFailed(.cutInHandshake), "\(String(describing: response.failure))")
+        #expect(response.error?.code == .connectFailed && response.error?.retryable == true)
+        // A handshake the origin answers and refuses stays final: the certificate check above.
+        let good = await FetchEngineTests.fetch(engine, origin.url("reset.test"))
+        #expect(good.failure == nil)
+    }
+
     @Test("an origin that breaks HTTP/2 framing gives connect_failed, and the engine goes on")
     func brokenHTTP2Framing() async throws {
         let origin = try TLSOrigin.start(names: ["garbage.test"])

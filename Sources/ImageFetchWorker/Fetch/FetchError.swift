@@ -1,6 +1,10 @@
 import CCurl
 import CShims
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Why the fetch engine failed a transfer (or could not start), in the engine's own terms: what
 /// happened on the wire or in its checks, not what it means for a job. The job pipeline maps it
 /// to a `JobError` code at its edge (`JobError.init(_: FetchError)`), so the engine neither mints
@@ -79,6 +83,9 @@ package enum FetchError: Error, Sendable, Equatable {
         case http2Framing
         /// The origin's answer is not HTTP (no status line, an unknown version or status).
         case notHTTP
+        /// Reset, aborted or timed out by the network during the TLS handshake: unlike a handshake
+        /// the peer refused, the next attempt may well complete.
+        case cutInHandshake
     }
 }
 
@@ -113,6 +120,7 @@ extension FetchError {
         case .connectFailed(.closedEarly): "the origin closed the connection without a response"
         case .connectFailed(.http2Framing): "the origin broke the HTTP/2 framing"
         case .connectFailed(.notHTTP): "the origin's answer is not HTTP"
+        case .connectFailed(.cutInHandshake): "the connection was cut during the TLS handshake"
         case .timeout: "the transfer timed out (connect, total or low-speed limit)"
         case .tls: "the TLS handshake or certificate check failed"
         case .tooManyRedirects(let limit): "more than \(limit) redirects"
@@ -144,10 +152,11 @@ extension FetchError {
 
     /// libcurl's result for a transfer that did not end with `CURLE_OK`, when neither a callback
     /// (the abort reason) nor the address veto explains it. `status` is the last response's,
-    /// `declaredLength` its Content-Length, `received` the bytes kept of its body.
+    /// `declaredLength` its Content-Length, `received` the bytes kept of its body, `osErrno`
+    /// libcurl's last socket error (`CURLINFO_OS_ERRNO`).
     init(
         curlCode result: CURLcode, status: Int, declaredLength: Int64?, received: Int,
-        maxRedirects: Int, maxBytes: Int
+        maxRedirects: Int, maxBytes: Int, osErrno: Int32 = 0
     ) {
         switch result {
         case CURLE_COULDNT_RESOLVE_HOST: self = .dnsFailure
@@ -157,6 +166,10 @@ extension FetchError {
         case CURLE_GOT_NOTHING: self = .connectFailed(.closedEarly)
         case CURLE_HTTP2, CURLE_HTTP2_STREAM: self = .connectFailed(.http2Framing)
         case CURLE_OPERATION_TIMEDOUT: self = .timeout
+        // libcurl says SSL_CONNECT_ERROR for a handshake the network cut as for one the peer
+        // refused; only the socket's errno tells them apart.
+        case CURLE_SSL_CONNECT_ERROR where [ECONNRESET, ECONNABORTED, EPIPE, ETIMEDOUT].contains(osErrno):
+            self = .connectFailed(.cutInHandshake)
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
             CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
             CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED,

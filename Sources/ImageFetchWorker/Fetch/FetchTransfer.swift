@@ -363,8 +363,10 @@ final class FetchTransfer: @unchecked Sendable {
             let foreign = url.withUTF8 { Self.hasForeignScheme(UnsafeRawBufferPointer($0)[...]) }
             if !foreign { return .connectFailed(.notHTTP) }
         }
+        // Read only for a failed handshake, the one result whose meaning depends on it.
+        let osErrno = result == CURLE_SSL_CONNECT_ERROR ? easy?.long(CURLINFO_OS_ERRNO) ?? 0 : 0
         return FetchError(
             curlCode: result, status: status, declaredLength: contentLength, received: body.count,
-            maxRedirects: maxRedirects, maxBytes: maxBytes)
+            maxRedirects: maxRedirects, maxBytes: maxBytes, osErrno: Int32(truncatingIfNeeded: osErrno))
     }
 }

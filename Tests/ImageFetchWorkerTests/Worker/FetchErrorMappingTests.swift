@@ -3,6 +3,10 @@ import Testing
 
 @testable import ImageFetchWorker
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One row of the table: a failure and the result it has always produced.
 struct FetchErrorMappingRow: Sendable, CustomTestStringConvertible {
     var failure: FetchError
@@ -73,6 +77,9 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
     FetchErrorMappingRow(
         failure: .connectFailed(.notHTTP), code: .connectFailed, retryable: true,
         message: "the origin's answer is not HTTP"),
+    FetchErrorMappingRow(
+        failure: .connectFailed(.cutInHandshake), code: .connectFailed, retryable: true,
+        message: "the connection was cut during the TLS handshake"),
     FetchErrorMappingRow(
         failure: .timeout, code: .timeout, retryable: true,
         message: "the transfer timed out (connect, total or low-speed limit)"),
@@ -170,9 +177,10 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
 
     // MARK: libcurl's codes → FetchError
 
-    static func classify(_ code: CURLcode, status: Int = 0, declared: Int64? = nil) -> FetchError {
+    static func classify(_ code: CURLcode, status: Int = 0, declared: Int64? = nil, osErrno: Int32 = 0) -> FetchError {
         FetchError(
-            curlCode: code, status: status, declaredLength: declared, received: 7, maxRedirects: 5, maxBytes: 1000)
+            curlCode: code, status: status, declaredLength: declared, received: 7, maxRedirects: 5, maxBytes: 1000,
+            osErrno: osErrno)
     }
 
     @Test func libcurlResultsAreClassified() {
@@ -189,6 +197,12 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         ] {
             #expect(Self.classify(code) == .tls)
         }
+        // A handshake the network cut is worth another attempt; one the peer refused is not.
+        for osErrno in [ECONNRESET, ECONNABORTED, EPIPE, ETIMEDOUT] {
+            #expect(Self.classify(CURLE_SSL_CONNECT_ERROR, osErrno: osErrno) == .connectFailed(.cutInHandshake))
+        }
+        #expect(Self.classify(CURLE_SSL_CONNECT_ERROR, osErrno: EACCES) == .tls)
+        #expect(Self.classify(CURLE_PEER_FAILED_VERIFICATION, osErrno: ECONNRESET) == .tls)
         #expect(Self.classify(CURLE_TOO_MANY_REDIRECTS) == .tooManyRedirects(limit: 5))
         #expect(Self.classify(CURLE_UNSUPPORTED_PROTOCOL) == .unsupportedScheme(atSetup: false))
         #expect(Self.classify(CURLE_FILESIZE_EXCEEDED) == .tooLarge(limit: 1000, declared: true))
