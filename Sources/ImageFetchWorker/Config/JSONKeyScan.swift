@@ -1,4 +1,4 @@
-/// Finds a key that a JSON config file gives twice. `JSONSerialization` keeps one of the values
+/// Finds a key that a JSON config file (or a job body, ``Job/decodeBody(_:)``) gives twice. `JSONSerialization` keeps one of the values
 /// without a word, and the file may spell a key nested or dotted (`{"worker": {"concurrency": 8}}`
 /// and `{"worker.concurrency": 8}`), so one key can hide in two places; an operator who edits one
 /// of them would see no effect.
@@ -9,14 +9,19 @@
 enum JSONKeyScan {
     private enum Container {
         /// An object whose keys are configuration keys under `prefix` ("" at the top), or an
-        /// object in a list (`prefix` nil); `names` are the names seen in it so far.
-        case object(prefix: String?, names: Set<String>)
+        /// object in a list (`prefix` nil).
+        case object(prefix: String?)
         case list
     }
 
-    /// The first key given twice, dotted (`worker.concurrency`), or nil.
-    static func firstDuplicate(in bytes: [UInt8]) -> String? {
+    /// The first key given twice, dotted (`worker.concurrency`), or nil. With `dotted` false,
+    /// every object is checked for repeated names among themselves only (as a job body is), and
+    /// the answer is the bare name.
+    static func firstDuplicate(in bytes: [UInt8], dotted: Bool = true) -> String? {
         var stack: [Container] = []
+        // The names seen in each open container (empty for a list), apart from `stack` so that a
+        // name is inserted in place: a set copied per key made a body of many keys quadratic.
+        var names: [Set<String>] = []
         var paths = Set<String>()
         // The key whose value comes next, dotted, when it is a configuration key.
         var pendingPath: String?
@@ -26,8 +31,9 @@ enum JSONKeyScan {
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "{"):
-                let prefix: String? = stack.isEmpty ? "" : pendingPath
-                stack.append(.object(prefix: prefix, names: []))
+                let prefix: String? = stack.isEmpty ? (dotted ? "" : nil) : pendingPath
+                stack.append(.object(prefix: prefix))
+                names.append([])
                 pendingPath = nil
                 expectingName = true
                 index += 1
@@ -35,10 +41,12 @@ enum JSONKeyScan {
                 if let path = pendingPath, !paths.insert(path).inserted { return path }
                 pendingPath = nil
                 stack.append(.list)
+                names.append([])
                 expectingName = false
                 index += 1
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
                 _ = stack.popLast()
+                _ = names.popLast()
                 expectingName = false
                 index += 1
             case UInt8(ascii: ","):
@@ -47,7 +55,7 @@ enum JSONKeyScan {
             case UInt8(ascii: "\""):
                 guard let (text, next) = string(in: bytes, from: index) else { return nil }
                 index = next
-                guard expectingName, case .object(let prefix, var names) = stack.last else {
+                guard expectingName, case .object(let prefix) = stack.last else {
                     // A string value.
                     if let path = pendingPath, !paths.insert(path).inserted { return path }
                     pendingPath = nil
@@ -55,8 +63,7 @@ enum JSONKeyScan {
                 }
                 expectingName = false
                 let path = prefix.map { $0.isEmpty ? text : $0 + "." + text }
-                guard names.insert(text).inserted else { return path ?? text }
-                stack[stack.count - 1] = .object(prefix: prefix, names: names)
+                guard names[names.count - 1].insert(text).inserted else { return path ?? text }
                 pendingPath = path
             case UInt8(ascii: ":"), UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"):
                 index += 1

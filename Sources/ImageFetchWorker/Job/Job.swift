@@ -162,6 +162,11 @@ public struct Job: Sendable, Equatable {
                     "the body does not match the job schema (id: string, url: string, key: string, "
                         + "headers: object of strings, etag, last_modified, sha256, tenant: strings)"))
         }
+        // JSONDecoder keeps one value of a repeated key without a word, and the producer's parser
+        // may have read the other. (The scanner leaves such bodies here.)
+        if let name = JSONKeyScan.firstDuplicate(in: bytes, dotted: false) {
+            return .failure(JobError(.invalidJob, "the body gives \"\(name.prefix(64))\" twice"))
+        }
         return .success(
             JobBodyScanner.Fields(
                 id: body.id?.text, url: body.url, key: body.key, headers: body.headers, etag: body.etag,

@@ -48,6 +48,11 @@ import Testing
         (#"{"id":1.5,"url":"http://x/"}"#, "schema"),
         (#"{"id":{},"url":"http://x/"}"#, "schema"),
         ("", "not a JSON object"),
+        // A key given twice: JSONDecoder keeps one value without a word, and a producer's parser
+        // may have read the other.
+        (#"{"id":"a","url":"https://a.example/1.png","url":"https://b.example/2.png"}"#, "gives \"url\" twice"),
+        (#"{"id":"a","url":"http://x/","\u0075rl":"http://y/"}"#, "gives \"url\" twice"),
+        (#"{"id":"a","id":"b","url":"http://x/"}"#, "gives \"id\" twice"),
     ])
     func rejectsBadBodies(body: String, reason: String) {
         switch Job.decode(delivery(body)) {
@@ -57,5 +62,18 @@ import Testing
             #expect(error.message.contains(reason), "\(error.message)")
             #expect(!error.retryable)
         }
+    }
+
+    @Test func aHeaderGivenTwiceIsRefused() {
+        let body = #"{"id":"a","url":"http://x/","headers":{"Accept":"image/png","Accept":"text/html"}}"#
+        switch Job.decode(delivery(body), allowedHeaders: ["accept"]) {
+        case .success(let job): Issue.record("decoded with headers \(job.headers)")
+        case .failure(let error):
+            #expect(error.code == .invalidJob)
+            #expect(error.message.contains("gives \"Accept\" twice"), "\(error.message)")
+        }
+        // Once, it stands.
+        let once = #"{"id":"a","url":"http://x/","headers":{"Accept":"image/png"}}"#
+        #expect((try? Job.decode(delivery(once), allowedHeaders: ["accept"]).get())?.headers.count == 1)
     }
 }
