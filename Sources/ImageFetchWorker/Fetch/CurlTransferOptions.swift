@@ -67,6 +67,10 @@ struct CurlTransferOptions {
             try easy.set(CURLOPT_LOW_SPEED_TIME, configuration.lowSpeedTime)
         }
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
+        // libcurl 7.88 decodes a `Transfer-Encoding` such as gzip unasked (it never asks for a
+        // Content-Encoding here), and a paused transfer's decoded bytes pile up in its pause
+        // buffer, up to 64 MiB, past `fetch.max_bytes`. Bodies come as sent; `chunked` is still read.
+        try easy.set(CURLOPT_HTTP_CONTENT_DECODING, 0)
         // A body cut at `truncateBodyAt` is not refused for its declared length (0: no limit).
         try easy.set(
             CURLOPT_MAXFILESIZE_LARGE, offset: request.truncateBodyAt == nil ? Int64(configuration.maxBytes) : 0)

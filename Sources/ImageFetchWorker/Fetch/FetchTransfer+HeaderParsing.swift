@@ -72,7 +72,6 @@ extension FetchTransfer {
     static let etagPrefix = Array("etag:".utf8)
     static let lastModifiedPrefix = Array("last-modified:".utf8)
     static let transferEncodingPrefix = Array("transfer-encoding:".utf8)
-    static let chunkedToken = Array("chunked".utf8)
 
     /// Whether `line` starts with `prefix`, ignoring ASCII case (`prefix` is lower-case).
     @inline(__always)
@@ -115,20 +114,6 @@ extension FetchTransfer {
     private static func isSpace(_ byte: UInt8) -> Bool {
         byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")
             || byte == UInt8(ascii: "\n")
-    }
-
-    /// Whether a `Transfer-Encoding` value lists `chunked`, in any case.
-    static func namesChunked(_ value: UnsafeRawBufferPointer.SubSequence) -> Bool {
-        let chunked = chunkedToken
-        guard value.count >= chunked.count else { return false }
-        var start = value.startIndex
-        while start + chunked.count <= value.endIndex {
-            var index = 0
-            while index < chunked.count, value[start + index] | 0x20 == chunked[index] { index += 1 }
-            if index == chunked.count { return true }
-            start += 1
-        }
-        return false
     }
 
     /// A decimal Content-Length, or nil if it is not one.

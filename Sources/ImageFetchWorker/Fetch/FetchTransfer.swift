@@ -51,9 +51,10 @@ final class FetchTransfer: @unchecked Sendable {
     private(set) var contentType: String?
     /// Content-Length of the current response, if declared.
     private(set) var contentLength: Int64?
-    /// The response is chunked: its `Content-Length`, if it sends one too, is ignored, as libcurl
-    /// ignores it (RFC 9112, 6.3).
-    private var chunked = false
+    /// The response has a `Transfer-Encoding` (chunked or any other): its `Content-Length`, if it
+    /// sends one too, is ignored, as libcurl ignores it (RFC 9112, 6.3) and reads the body by its
+    /// chunks or to the connection's close.
+    private var transferCoded = false
     /// `Retry-After` of the current response, as sent (only kept for 429 and 503, which the
     /// origin scheduler reads as a pause).
     private(set) var retryAfter: String?
@@ -243,7 +244,7 @@ final class FetchTransfer: @unchecked Sendable {
         case UInt8(ascii: "C"), UInt8(ascii: "c"):
             if let value = Self.value(of: Self.contentTypePrefix, in: line) {
                 contentType = String(decoding: value, as: UTF8.self)
-            } else if !chunked, let value = Self.value(of: Self.contentLengthPrefix, in: line) {
+            } else if !transferCoded, let value = Self.value(of: Self.contentLengthPrefix, in: line) {
                 contentLength = Self.parseLength(value)
             }
         case UInt8(ascii: "E"), UInt8(ascii: "e"):
@@ -270,8 +271,8 @@ final class FetchTransfer: @unchecked Sendable {
                 lastModified = CacheValidators.lastModified(from: value)
             }
         case UInt8(ascii: "X"), UInt8(ascii: "x"), UInt8(ascii: "T"), UInt8(ascii: "t"):
-            if let value = Self.value(of: Self.transferEncodingPrefix, in: line), Self.namesChunked(value) {
-                chunked = true
+            if Self.value(of: Self.transferEncodingPrefix, in: line) != nil {
+                transferCoded = true
                 contentLength = nil
             }
             if request.optOut != nil { optOutHeaders.gather(line) }
@@ -301,7 +302,7 @@ final class FetchTransfer: @unchecked Sendable {
         socketsOpened = 0
         contentType = nil
         contentLength = nil
-        chunked = false
+        transferCoded = false
         retryAfter = nil
         optOutHeaders = OptOutHeaders()
         etag = nil
