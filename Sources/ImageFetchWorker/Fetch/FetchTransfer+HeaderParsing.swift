@@ -51,13 +51,21 @@ extension FetchTransfer {
         return lower != Array("http".utf8) && lower != Array("https".utf8)
     }
 
-    /// The three-digit status of a status line (`HTTP/1.1 302 Found`), or 0.
+    /// The three-digit status of a status line (`HTTP/1.1 302 Found`), or 0. Read as libcurl
+    /// reads it (`" HTTP/%1d.%1d%c%3d%c"`): whitespace may come before the number (the `Retry-After`
+    /// and opt-out headers of `HTTP/1.1  200` count), a fourth digit may not.
     static func parseStatus(_ line: UnsafeRawBufferPointer) -> Int {
-        guard let space = line.firstIndex(of: UInt8(ascii: " ")), line.count >= space + 4 else { return 0 }
+        guard var index = line.firstIndex(of: UInt8(ascii: " ")) else { return 0 }
+        index += 1
+        while index < line.count, isSpace(line[index]) || line[index] == 0x0B || line[index] == 0x0C { index += 1 }
+        guard line.count >= index + 3 else { return 0 }
         var status = 0
-        for byte in line[(space + 1)..<(space + 4)] {
+        for byte in line[index..<(index + 3)] {
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return 0 }
             status = status * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        if index + 3 < line.count, line[index + 3] >= UInt8(ascii: "0"), line[index + 3] <= UInt8(ascii: "9") {
+            return 0
         }
         return status
     }

@@ -17,6 +17,21 @@ import Testing
         #expect(Self.value("Transfer-Encodings: chunked\r\n", FetchTransfer.transferEncodingPrefix) == nil)
     }
 
+    /// As libcurl reads it (`" HTTP/%1d.%1d%c%3d%c"`): one space after the version, then the
+    /// number after any whitespace.
+    @Test func aStatusIsReadAsLibcurlReadsIt() {
+        func status(_ line: String) -> Int { Array(line.utf8).withUnsafeBytes { FetchTransfer.parseStatus($0) } }
+        #expect(status("HTTP/1.1 200 OK\r\n") == 200)
+        #expect(status("HTTP/2 503 \r\n") == 503)
+        #expect(status("HTTP/1.1 204\r\n") == 204)
+        #expect(status("HTTP/1.1  200 OK\r\n") == 200)
+        #expect(status("HTTP/1.1 \t429 Too Many\r\n") == 429)
+        for line in ["HTTP/1.1 20\r\n", "HTTP/1.1 2000 OK\r\n", "HTTP/1.1 +20 OK\r\n", "HTTP/1.1\r\n", "HTTP/1.1 \r\n"]
+        {
+            #expect(status(line) == 0, "\(line)")
+        }
+    }
+
     @Test func contentLengthsAreDecimalAndBounded() {
         #expect(Self.value("Content-Length: 12\r\n", FetchTransfer.contentLengthPrefix) == "12")
         for (text, expected) in [("12", Int64(12)), ("0", 0), ("999999999999999999", 999_999_999_999_999_999)] {

@@ -43,6 +43,23 @@ import Testing
         }
     }
 
+    /// libcurl reads `HTTP/1.1  200` (two spaces) as a 200 and keeps the body: the signal must be
+    /// read for it too, or the image is stored against the origin's word.
+    @Test func aSignalCountsAfterAStatusLineWithExtraSpace() async throws {
+        let origin = try RawOrigin(responses: [
+            "/spaced.png": "HTTP/1.1  200 OK\r\nX-Robots-Tag: noai\r\nContent-Length: 5\r\n\r\nhello"
+        ])
+        defer { origin.stop() }
+        let engine = try FetchEngine(configuration: FetchEngineTests.configuration(), addressPolicy: nil)
+        defer { engine.shutdown() }
+        var request = FetchRequest(url: origin.url("/spaced.png"))
+        request.optOut = Self.policy
+        let response = await FetchEngineTests.fetch(engine, request)
+        #expect(
+            response.failure == .optedOut(.xRobotsTag(directive: "noai")), "\(String(describing: response.failure))")
+        #expect(response.httpStatus == 200)
+    }
+
     @Test func aBodyCutAtItsLimitIsASuccess() async throws {
         try await Self.withEngine(change: { $0.maxBytes = 1 << 20 }) { origin, engine, _ in
             var request = FetchRequest(url: origin.url("/noai-endless"))
