@@ -139,7 +139,7 @@ extension ImageSniffer {
                     offsets = (type, Int(count), valueAt)
                     tiled = tag == 324
                 case 279, 325: counts = (type, Int(count), valueAt)  // StripByteCounts, TileByteCounts
-                case 256, 257, 258, 259, 277:
+                case 256, 257, 258, 259, 277, 284:
                     guard count >= 1, type == 3 || type == 4 || type == 16 else { break }
                     let value = try tiffArrayElement(r, type, at: valueAt, 0)
                     layout.set(tag: tag, Int(min(value, UInt64(Int.max))))
@@ -154,6 +154,13 @@ extension ImageSniffer {
                 continue
             }
             guard isFirst || reads + offsets.count <= budget else { return }
+            // libtiff refuses an image of several strips or tiles without their byte counts (but
+            // for one strip per plane of a planar image), pads a short list of counts with 0, and
+            // fails to read a strip whose count is 0: the walk could not see where it ends.
+            if isFirst, offsets.count > 1, counts == nil, !(layout.planar == 2 && offsets.count == layout.samples) {
+                throw .invalid("TIFF strip without a byte count")
+            }
+            let image = isFirst
             isFirst = false
             for index in 0..<offsets.count {
                 reads += 1
@@ -161,6 +168,10 @@ extension ImageSniffer {
                 var length: UInt64 = 0
                 if let counts, index < counts.count {
                     length = try tiffArrayElement(r, counts.type, at: counts.at, index)
+                }
+                // Offset and count both 0: a strip left out (a plane Pillow and libtiff skip).
+                if image, offsets.count > 1, counts != nil, length == 0, offset != 0 {
+                    throw .invalid("TIFF strip without a byte count")
                 }
                 var (end, overflow) = offset.addingReportingOverflow(length)
                 let bogus = overflow || end > UInt64(v.count) || length == 0
@@ -176,9 +187,10 @@ extension ImageSniffer {
     }
 
     /// What libtiff needs to compute an uncompressed image's size: width, height, the first bits
-    /// per sample, samples per pixel, compression.
+    /// per sample, samples per pixel, compression; and the planar configuration, which decides
+    /// whether several strips may go without byte counts.
     private struct UncompressedLayout {
-        var width = 0, height = 0, bits = 1, samples = 1, compression = 1
+        var width = 0, height = 0, bits = 1, samples = 1, compression = 1, planar = 1
 
         mutating func set(tag: UInt16, _ value: Int) {
             switch tag {
@@ -186,6 +198,7 @@ extension ImageSniffer {
             case 257: height = value
             case 258: bits = value
             case 259: compression = value
+            case 284: planar = value
             default: samples = value
             }
         }

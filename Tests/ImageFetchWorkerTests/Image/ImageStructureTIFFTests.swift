@@ -13,20 +13,26 @@ import Testing
         le16(tag) + le16(type) + le32(count) + le32(value)
     }
 
-    /// `ifds` IFDs of a 1 × 1 image, at 8, 50, 92 …, the last pointing to `lastNext`. Each has
-    /// StripOffsets of `strips` SHORTs after the IFDs (all 0: empty strips at the start, which the
-    /// walk accepts), one array for all (`shared`) or one each.
+    static let ifdSize = 2 + 4 * 12 + 4
+
+    /// `ifds` IFDs of a 1 × 1 image, at 8, 62, 116 …, the last pointing to `lastNext`. Each has
+    /// StripOffsets of `strips` SHORTs (all 0: strips at the file's start) and StripByteCounts of
+    /// as many (all 1) after the IFDs, one pair of arrays for all (`shared`) or one each.
     static func tiff(strips: Int, ifds: Int, shared: Bool = true, lastNext: (Int) -> Int) -> [UInt8] {
-        let ifdSize = 2 + 3 * 12 + 4
         let arraysAt = 8 + ifds * ifdSize
+        let pairs = shared ? 1 : ifds
         var bytes = Array("II".utf8) + le16(42) + le32(8)
         for index in 0..<ifds {
             let at = 8 + index * ifdSize
-            bytes += le16(3) + entry(256, 3, count: 1, 1) + entry(257, 3, count: 1, 1)
-            bytes += entry(273, 3, count: strips, arraysAt + (shared ? 0 : index * 2 * strips))
+            let offsetsAt = arraysAt + (shared ? 0 : index * 4 * strips)
+            bytes += le16(4) + entry(256, 3, count: 1, 1) + entry(257, 3, count: 1, 1)
+            bytes += entry(273, 3, count: strips, offsetsAt) + entry(279, 3, count: strips, offsetsAt + 2 * strips)
             bytes += le32(index == ifds - 1 ? lastNext(at) : at + ifdSize)
         }
-        return bytes + [UInt8](repeating: 0, count: 2 * strips * (shared ? 1 : ifds))
+        for _ in 0..<pairs {
+            bytes += [UInt8](repeating: 0, count: 2 * strips) + Array(repeating: le16(1), count: strips).flatMap { $0 }
+        }
+        return bytes
     }
 
     @Test func anIFDThatPointsBackAtItselfIsWalkedOnce() {
@@ -48,7 +54,7 @@ import Testing
         var file = Self.tiff(strips: 1_000, ifds: 8, shared: false) { _ in 0 }
         #expect(ImageSniffer.tiffWalk(file).problem == nil)
         // The last IFD's array moved past the end: the walk reaches it.
-        let lastIFD = 8 + 7 * 42
+        let lastIFD = 8 + 7 * Self.ifdSize
         file[lastIFD + 2 + 2 * 12 + 8] = 0xF0
         file[lastIFD + 2 + 2 * 12 + 9] = 0xFF
         #expect(ImageSniffer.tiffWalk(file).problem == .truncated(reason: "tiff ends before its end"))
@@ -69,6 +75,30 @@ import Testing
         #expect(ImageSniffer.checkStructure(file, format: .tiff) == nil)
         let cut = Array(file.prefix(file.count - 7))
         #expect(ImageSniffer.checkStructure(cut, format: .tiff) == .truncated(reason: "tiff ends before its end"))
+    }
+
+    /// Several strips need their byte counts: libtiff refuses a file without them ("missing
+    /// required StripByteCounts") and a strip whose count is 0 or absent, so the walk cannot
+    /// check where such a strip ends, and a cut one passed as `ok`.
+    @Test(arguments: ["missing", "short", "zero"])
+    func severalStripsWithoutTheirByteCountsAreRefused(counts: String) {
+        // 4 strips of 1 × 1 bytes at 200, 201, 202, 203.
+        var file = Self.le16(0x4949) + Self.le16(42) + Self.le32(8)
+        let entries = counts == "missing" ? 4 : 5
+        file += Self.le16(entries) + Self.entry(256, 3, count: 1, 1) + Self.entry(257, 3, count: 1, 4)
+        file += Self.entry(278, 3, count: 1, 1) + Self.entry(273, 4, count: 4, 100)
+        switch counts {
+        case "short": file += Self.entry(279, 3, count: 2, 1)  // two SHORTs, inline: 1 and 0
+        case "zero": file += Self.entry(279, 4, count: 4, 120)
+        default: break
+        }
+        file += Self.le32(0)
+        file += [UInt8](repeating: 0, count: 100 - file.count)
+        file += [200, 201, 202, 203].flatMap { Self.le32($0) }
+        file += [UInt8](repeating: 0, count: 120 - file.count)
+        file += [1, 1, 1, 0].flatMap { Self.le32($0) }
+        file += [UInt8](repeating: 7, count: 204 - file.count)
+        #expect(ImageSniffer.checkStructure(file, format: .tiff) == .corrupt(reason: "TIFF strip without a byte count"))
     }
 
     /// One tile is not one strip: libtiff estimates a strip's size, never a tile's, whose declared
