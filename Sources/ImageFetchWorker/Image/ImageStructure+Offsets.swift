@@ -6,7 +6,7 @@ extension ImageSniffer {
 
     /// The pixel data from `bfOffBits` lies inside the body: the rows of an uncompressed bitmap
     /// (each padded to four bytes), an RLE stream up to its end-of-bitmap code, or the embedded
-    /// JPEG or PNG of `biSizeImage` bytes.
+    /// JPEG or PNG of `biSizeImage` bytes, itself walked to its end.
     static func walkBMP(_ v: ByteView) throws(SniffStop) {
         let pixelsAt = Int(try v.u32le(10))
         let headerSize = try v.u32le(14)
@@ -34,10 +34,13 @@ extension ImageSniffer {
         case 1, 2:
             try walkBMPRunLengths(v, from: pixelsAt, fourBit: compression == 2, rows: height)
         case 4, 5:
-            // BI_JPEG, BI_PNG: an embedded file of biSizeImage bytes.
+            // BI_JPEG, BI_PNG: an embedded file of biSizeImage bytes, walked as any other, or
+            // any bytes of that size (a page of HTML) would pass for the image.
             let size = Int(try v.u32le(34))
             guard size > 0 else { throw .invalid("bad BMP image size") }
             try v.require(pixelsAt, size)
+            let embedded = ByteView(UnsafeRawBufferPointer(rebasing: v.bytes[pixelsAt..<(pixelsAt + size)]))
+            if compression == 4 { try walkJPEG(embedded) } else { try walkPNG(embedded) }
         default:
             throw .invalid("unknown BMP compression")
         }

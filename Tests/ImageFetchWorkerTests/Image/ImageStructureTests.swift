@@ -173,6 +173,35 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         #expect(ImageSniffer.checkStructure(S.webpExtended(width: 40, height: 30), format: .webp) == nil)
     }
 
+    /// A BMP whose pixels are an embedded JPEG or PNG (BI_JPEG, BI_PNG): the embedded file is
+    /// walked like any other, or any bytes of its size (a page of HTML) passed as the image.
+    @Test func aBMPsEmbeddedFileIsWalked() {
+        func bmp(compression: Int, payload: [UInt8]) -> [UInt8] {
+            let header =
+                S.le32(40) + S.le32(4) + S.le32(3) + S.le16(1) + S.le16(0) + S.le32(compression)
+                + S.le32(payload.count) + S.le32(2835) + S.le32(2835) + S.le32(0) + S.le32(0)
+            return S.ascii("BM") + S.le32(14 + header.count + payload.count) + [0, 0, 0, 0]
+                + S.le32(14 + header.count) + header + payload
+        }
+        let png = S.png(width: 4, height: 3)
+        let jpeg = S.jpeg(width: 4, height: 3)
+        #expect(ImageSniffer.checkStructure(bmp(compression: 5, payload: png), format: .bmp) == nil)
+        #expect(ImageSniffer.checkStructure(bmp(compression: 4, payload: jpeg), format: .bmp) == nil)
+        let html = Array("<html><body>not an image</body></html>".utf8)
+        #expect(
+            ImageSniffer.checkStructure(bmp(compression: 5, payload: html), format: .bmp)
+                == .corrupt(reason: "not a PNG signature"))
+        #expect(
+            ImageSniffer.checkStructure(bmp(compression: 4, payload: html), format: .bmp)
+                == .corrupt(reason: "not a JPEG signature"))
+        #expect(
+            ImageSniffer.checkStructure(bmp(compression: 5, payload: Array(png.dropLast(12))), format: .bmp)
+                == .truncated(reason: "bmp ends before its end"))
+        #expect(
+            ImageSniffer.checkStructure(bmp(compression: 4, payload: Array(jpeg.dropLast(2))), format: .bmp)
+                == .truncated(reason: "bmp ends before its end"))
+    }
+
     @Test func aTIFFStripOutsideTheFileIsTruncated() {
         var tiff = S.tiff(width: 4, height: 3, bigEndian: false, longDimensions: false, ifdLast: false)
         // Entry 5 (StripOffsets, LONG) of the IFD at 8: its value at 8 + 2 + 12 * 5 + 8.
