@@ -102,4 +102,31 @@ struct ConditionalRefetchTests {
         #expect(await worker.stop() == 0)
         try await plain.shutdown()
     }
+
+    /// libcurl follows a `Location` on any 3xx, 304 too, and keeps the 304 as the transfer's
+    /// status when the next hop fails: that failure is the job's result, not `not_modified`.
+    @Test(.timeLimit(.minutes(2)))
+    func a304ThatRedirectsToAForbiddenAddressIsNotNotModified() async throws {
+        let origin = try RawOrigin(responses: [
+            "/moved.png": "HTTP/1.1 304 Not Modified\r\nLocation: http://169.254.169.254/latest/meta-data/\r\n"
+                + "Content-Length: 0\r\n\r\n"
+        ])
+        defer { origin.stop() }
+        let configuration = try TestBroker.configuration("refetch304")
+        defer { TestBroker.cleanUp(configuration) }
+        let job = try Self.body(["id": "moved", "url": origin.url("/moved.png"), "etag": "\"v1\""])
+        #expect(try TestBroker.publish(configuration, bodies: [job]) == 1)
+        let results = try QueueCollector(configuration, queue: configuration.queue.results)
+        defer { results.close() }
+        // The default address veto, with the origin's own address allowed.
+        var environment = TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
+        environment["FETCH_ALLOW_PRIVATE_NETWORKS"] = nil
+        environment["FETCH_ALLOWED_NETWORKS"] = "127.0.0.1/32"
+        let worker = try WorkerProcess(environment: environment)
+        #expect(await eventually(timeout: 30) { !results.objects.isEmpty }, "log:\n\(worker.log.suffix(2000))")
+        let result = try #require(results.objects.first)
+        #expect(result["status"] as? String == "failed", "\(result)")
+        #expect((result["error"] as? [String: Any])?["code"] as? String == "forbidden_address", "\(result)")
+        #expect(await worker.stop() == 0)
+    }
 }

@@ -185,7 +185,11 @@ extension JobRunner {
             return
         }
         if let error {
-            if OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
+            // Only a 304 that ended the transfer: libcurl follows a 304's `Location` and keeps the
+            // status when that hop fails, and then the hop's failure is the answer.
+            if response.failure == .httpStatus(304),
+                OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil)
+            {
                 // A refetch's 304: nothing to store.
                 run(context) { $0.decided() }
                 finish(context, job: job, error: nil, response: response, notModified: true)
