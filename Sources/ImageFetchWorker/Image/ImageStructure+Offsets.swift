@@ -187,6 +187,11 @@ extension ImageSniffer {
             }
             next = try r.word(first + entries * entrySize)
         }
+        // The IFDs past the ones walked are not checked, but the chain must go on inside the
+        // body: a file of more pages cut after the last one walked is cut.
+        guard next != 0, !visited.contains(next) else { return }
+        guard next <= UInt64(Int.max / 2) else { throw .needMore }
+        try v.require(Int(next), big ? 8 : 2)
     }
 
     /// What libtiff needs to compute an uncompressed image's size: width, height, the first bits

@@ -49,6 +49,14 @@ import Testing
         #expect(walk.reads <= 2 * file.count, "\(walk.reads) reads for \(file.count) bytes")
     }
 
+    /// Past the 64 IFDs walked, the chain's next IFD must still start inside the body: a file of
+    /// more pages cut after the 64th passed as `ok`.
+    @Test func aChainCutAfterTheIFDsWalkedIsTruncated() {
+        #expect(ImageSniffer.tiffWalk(Self.tiff(strips: 1, ifds: 70) { _ in 0 }).problem == nil)
+        let cut = Self.tiff(strips: 1, ifds: 64) { _ in 1_000_000 }
+        #expect(ImageSniffer.tiffWalk(cut).problem == .truncated(reason: "tiff ends before its end"))
+    }
+
     /// A multi-page file whose pages each have their own strips is walked to its last page.
     @Test func pagesWithTheirOwnStripsAreAllChecked() {
         var file = Self.tiff(strips: 1_000, ifds: 8, shared: false) { _ in 0 }
