@@ -21,6 +21,9 @@ extension ImageSniffer {
 
         var info = ImageInfo(format: .gif, width: screenWidth, height: screenHeight)
         var frames = 0
+        // The frames before the first byte that starts no block: where the structure walk, as
+        // browsers, ends the image. The canvas still takes every frame, as Pillow reads on.
+        var framesShown: Int?
         var canvasWidth = screenWidth
         var canvasHeight = screenHeight
         walk: while true {
@@ -52,13 +55,14 @@ extension ImageSniffer {
                 if flags & 0x80 != 0 { position += 3 << (Int(flags & 0x07) + 1) }  // local colour table
                 position = skipSubBlocks(v, from: position + 1)  // after the LZW minimum code size
             default:
-                // Decoders (Pillow, giflib's readers in browsers) step over a stray byte.
+                // Pillow steps over a stray byte and reads on.
+                if framesShown == nil, frames > 0 { framesShown = frames }
                 position += 1
             }
         }
         guard frames > 0 else { throw .invalid("GIF has no image") }
-        info.frames = frames
-        info.animated = frames > 1
+        info.frames = framesShown ?? frames
+        info.animated = (framesShown ?? frames) > 1
         if canvasWidth != screenWidth || canvasHeight != screenHeight {
             info.canvasWidth = canvasWidth
             info.canvasHeight = canvasHeight

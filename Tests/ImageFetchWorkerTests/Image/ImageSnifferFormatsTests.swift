@@ -151,6 +151,22 @@ import Testing
         #expect(Self.info(Array(file.prefix(40)))?.frames == 1)
     }
 
+    /// A byte that starts no block ends the image for the structure walk (as in browsers); the
+    /// frames counted must be the ones before it, not the ones Pillow would go on to read, of
+    /// which the last may be cut.
+    @Test func gifFramesAfterAStrayByteAreNotCounted() {
+        let frame: [UInt8] = [0x2C] + S.le16(0) + S.le16(0) + S.le16(1) + S.le16(1) + [0] + [2, 2, 0x44, 0x01, 0]
+        let screen = S.ascii("GIF89a") + S.le16(1) + S.le16(1) + [0x80, 0, 0] + [0xFF, 0xFF, 0xFF, 0, 0, 0]
+        for tail in [frame + frame + [0x3B], frame + Array(frame.prefix(12))] {
+            let file = screen + frame + [0x00] + tail
+            #expect(ImageSniffer.checkStructure(file, format: .gif) == nil)
+            let info = Self.info(file)
+            #expect(info?.frames == 1 && info?.animated == false, "\(String(describing: info))")
+        }
+        let info = Self.info(screen + frame + frame + [0x3B])
+        #expect(info?.frames == 2 && info?.animated == true)
+    }
+
     @Test func pngIHDRIsChecked() {
         var badCRC = S.png(width: 2, height: 2)
         badCRC[29] ^= 1
