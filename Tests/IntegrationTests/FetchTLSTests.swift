@@ -179,32 +179,50 @@ struct FetchTLSTests {
         #expect(attempts == 1, "handshakes the origin saw fail: \(attempts)")
     }
 
-    @Test("a handshake the origin resets is connect_failed and retryable, not a final tls_failure")
+    @Test("a handshake the origin resets is connect_failed and retryable, one it refuses stays tls_failure")
     func handshakeResetIsAConnectionFailure() async throws {
         let origin = try TLSOrigin.start(names: ["reset.test"])
         defer { origin.shutdown() }
-        // Reads the ClientHello, then closes with SO_LINGER 0: the client meets ECONNRESET, as
-        // behind an overloaded load balancer or a middlebox that drops the connection.
-        let port = try TestBroker.freePort()
+        // On the first port: read the ClientHello, then close with SO_LINGER 0, so the client
+        // meets ECONNRESET, as behind an overloaded load balancer. On the second: answer it with
+        // a handshake_failure alert and close cleanly, a refusal with no socket error.
+        let resetPort = try TestBroker.freePort()
+        let alertPort = try TestBroker.freePort()
         let server = try PythonServer(
             script: """
-                import socket, struct, sys
-                listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+                import socket, struct, sys, threading
+                def serve(port, alert):
+                    listener = socket.create_server(("127.0.0.1", port))
+                    while True:
+                        connection, _ = listener.accept()
+                        connection.recv(4096)
+                        if alert:
+                            connection.sendall(bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]))
+                            connection.shutdown(socket.SHUT_WR)
+                            connection.recv(4096)
+                        else:
+                            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        connection.close()
+                threading.Thread(target=serve, args=(int(sys.argv[1]), False), daemon=True).start()
+                threading.Thread(target=serve, args=(int(sys.argv[2]), True), daemon=True).start()
                 print("ready", flush=True)
-                while True:
-                    connection, _ = listener.accept()
-                    connection.recv(4096)
-                    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    connection.close()
+                threading.Event().wait()
                 """,
-            arguments: { _ in ["\(port)"] }, output: { _ in })
+            arguments: { _ in ["\(resetPort)", "\(alertPort)"] }, output: { _ in })
         defer { server.stop() }
-        let engine = try Self.engine(origin, resolve: origin.resolve + ["reset.test:\(port):127.0.0.1"])
+        let engine = try Self.engine(
+            origin,
+            resolve: origin.resolve + ["reset.test:\(resetPort):127.0.0.1", "reset.test:\(alertPort):127.0.0.1"])
         defer { engine.shutdown() }
-        let response = await FetchEngineTests.fetch(engine, "https://reset.test:\(port)/ok.png")
+        try await Task.sleep(nanoseconds: 200_000_000)  // both listeners up
+        let response = await FetchEngineTests.fetch(engine, "https://reset.test:\(resetPort)/ok.png")
         #expect(response.failure == .connectFailed(.cutInHandshake), "\(String(describing: response.failure))")
         #expect(response.error?.code == .connectFailed && response.error?.retryable == true)
-        // A handshake the origin answers and refuses stays final: the certificate check above.
+        // The same pooled handle next, whose last socket error (libcurl never clears it) is the
+        // reset: the refusal must not pass for another cut handshake.
+        let refused = await FetchEngineTests.fetch(engine, "https://reset.test:\(alertPort)/ok.png")
+        #expect(refused.failure == .tls, "\(String(describing: refused.failure))")
+        #expect(refused.error?.code == .tlsFailure && refused.error?.retryable == false)
         let good = await FetchEngineTests.fetch(engine, origin.url("reset.test"))
         #expect(good.failure == nil)
     }

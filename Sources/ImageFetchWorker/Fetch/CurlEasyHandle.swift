@@ -1,22 +1,47 @@
 import CCurl
 import CShims
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Owns one libcurl easy handle (`CURL*`) and frees it in `deinit`.
 ///
 /// Not thread-safe: ``FetchEngine`` touches its handles only on its fetch queue.
 final class CurlEasyHandle {
     /// The handle.
     let raw: UnsafeMutableRawPointer
+    /// `CURLOPT_ERRORBUFFER`: libcurl's message for a transfer's first failure.
+    private let errorBuffer: UnsafeMutablePointer<CChar>
 
     /// Creates a handle with libcurl's default options.
     init() throws(CurlError) {
         try CurlGlobal.ensureInitialized()
         guard let handle = curl_easy_init() else { throw .initFailed }
         raw = handle
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     }
 
     deinit {
         curl_easy_cleanup(raw)
+        errorBuffer.deallocate()
+    }
+
+    /// Points `CURLOPT_ERRORBUFFER` at the handle's own buffer, emptied (a reset unsets it).
+    func setErrorBuffer() throws(CurlError) {
+        errorBuffer[0] = 0
+        try set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
+    }
+
+    /// Whether the transfer's first failure was its socket's: libcurl's "Recv failure: …" or
+    /// "Send failure: …", written with `CURLINFO_OS_ERRNO` at the same moment. That value alone
+    /// may be older: libcurl never clears it, and a pooled handle keeps an earlier transfer's.
+    var firstFailureWasSocket: Bool {
+        for prefix in ["Recv failure: ", "Send failure: "] {
+            if strncmp(errorBuffer, prefix, prefix.utf8.count) == 0 { return true }
+        }
+        return false
     }
 
     /// Resets every option to its default, keeping the handle's caches, for reuse from a pool.

@@ -49,6 +49,7 @@ struct CurlTransferOptions {
         if hasNUL { throw .easy(CURLE_URL_MALFORMAT) }
         try easy.set(CURLOPT_URL, request.url)
         try easy.set(CURLOPT_NOSIGNAL, 1)
+        try easy.setErrorBuffer()
         // A lookup that outlives its transfer (a timeout, a cancel) is left to finish on its own
         // resolver thread: without this, libcurl joins that thread on the fetch loop, and one
         // host name whose DNS never answers holds every transfer for glibc's whole retry time.

@@ -364,8 +364,12 @@ final class FetchTransfer: @unchecked Sendable {
             let foreign = url.withUTF8 { Self.hasForeignScheme(UnsafeRawBufferPointer($0)[...]) }
             if !foreign { return .connectFailed(.notHTTP) }
         }
-        // Read only for a failed handshake, the one result whose meaning depends on it.
-        let osErrno = result == CURLE_SSL_CONNECT_ERROR ? easy?.long(CURLINFO_OS_ERRNO) ?? 0 : 0
+        // Read only for a failed handshake, the one result whose meaning depends on it, and only
+        // when the socket's failure came first (``CurlEasyHandle/firstFailureWasSocket``).
+        var osErrno = 0
+        if result == CURLE_SSL_CONNECT_ERROR, let easy, easy.firstFailureWasSocket {
+            osErrno = easy.long(CURLINFO_OS_ERRNO) ?? 0
+        }
         return FetchError(
             curlCode: result, status: status, declaredLength: contentLength, received: body.count,
             maxRedirects: maxRedirects, maxBytes: maxBytes, osErrno: Int32(truncatingIfNeeded: osErrno))
