@@ -39,6 +39,8 @@ extension ImageSniffer {
             let size = Int(try v.u32le(34))
             guard size > 0 else { throw .invalid("bad BMP image size") }
             try v.require(pixelsAt, size)
+            // OS/2 2.x's 64-byte header says RLE24 with 4, a stream this walk does not read.
+            if compression == 4 && headerSize == 64 { return }
             let embedded = ByteView(UnsafeRawBufferPointer(rebasing: v.bytes[pixelsAt..<(pixelsAt + size)]))
             if compression == 4 { try walkJPEG(embedded) } else { try walkPNG(embedded) }
         default:
@@ -158,12 +160,13 @@ extension ImageSniffer {
             }
             guard isFirst || reads + offsets.count <= budget else { return }
             // libtiff refuses an image of several strips or tiles without their byte counts (but
-            // for one strip per plane of a planar image), pads a short list of counts with 0, and
-            // fails to read a strip whose count is 0: the walk could not see where it ends.
-            if isFirst, offsets.count > 1, counts == nil, !(layout.planar == 2 && offsets.count == layout.samples) {
+            // for one strip per plane of a planar image, and old-style JPEG, whose counts it never
+            // checks), pads a short list of counts with 0, and fails to read a strip whose count
+            // is 0: the walk could not see where it ends.
+            let countsNeeded = isFirst && offsets.count > 1 && layout.compression != 6
+            if countsNeeded, counts == nil, !(layout.planar == 2 && offsets.count == layout.samples) {
                 throw .invalid("TIFF strip without a byte count")
             }
-            let image = isFirst
             isFirst = false
             for index in 0..<offsets.count {
                 reads += 1
@@ -173,7 +176,7 @@ extension ImageSniffer {
                     length = try tiffArrayElement(r, counts.type, at: counts.at, index)
                 }
                 // Offset and count both 0: a strip left out (a plane Pillow and libtiff skip).
-                if image, offsets.count > 1, counts != nil, length == 0, offset != 0 {
+                if countsNeeded, counts != nil, length == 0, offset != 0 {
                     throw .invalid("TIFF strip without a byte count")
                 }
                 var (end, overflow) = offset.addingReportingOverflow(length)

@@ -109,6 +109,19 @@ import Testing
         #expect(ImageSniffer.checkStructure(file, format: .tiff) == .corrupt(reason: "TIFF strip without a byte count"))
     }
 
+    /// Old-style JPEG (compression 6) is the exception: libtiff does not check its strips' byte
+    /// counts, and its reader takes a count of 0 as an empty strip.
+    @Test func oldStyleJPEGStripsMayGoWithoutByteCounts() {
+        var file = Self.le16(0x4949) + Self.le16(42) + Self.le32(8)
+        file += Self.le16(5) + Self.entry(256, 3, count: 1, 1) + Self.entry(257, 3, count: 1, 4)
+        file += Self.entry(259, 3, count: 1, 6) + Self.entry(278, 3, count: 1, 1) + Self.entry(273, 4, count: 4, 100)
+        file += Self.le32(0)
+        file += [UInt8](repeating: 0, count: 100 - file.count)
+        file += [120, 121, 122, 123].flatMap { Self.le32($0) }
+        file += [UInt8](repeating: 7, count: 124 - file.count)
+        #expect(ImageSniffer.checkStructure(file, format: .tiff) == nil)
+    }
+
     /// One tile is not one strip: libtiff estimates a strip's size, never a tile's, whose declared
     /// size (16 × 16 here) is larger than the image's (10 × 10).
     @Test func aCutTileIsNotCheckedAgainstTheImagesSize() {

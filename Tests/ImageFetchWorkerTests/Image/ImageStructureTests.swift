@@ -176,10 +176,11 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
     /// A BMP whose pixels are an embedded JPEG or PNG (BI_JPEG, BI_PNG): the embedded file is
     /// walked like any other, or any bytes of its size (a page of HTML) passed as the image.
     @Test func aBMPsEmbeddedFileIsWalked() {
-        func bmp(compression: Int, payload: [UInt8]) -> [UInt8] {
+        func bmp(compression: Int, payload: [UInt8], os2: Bool = false) -> [UInt8] {
             let header =
-                S.le32(40) + S.le32(4) + S.le32(3) + S.le16(1) + S.le16(0) + S.le32(compression)
+                S.le32(os2 ? 64 : 40) + S.le32(4) + S.le32(3) + S.le16(1) + S.le16(os2 ? 24 : 0) + S.le32(compression)
                 + S.le32(payload.count) + S.le32(2835) + S.le32(2835) + S.le32(0) + S.le32(0)
+                + (os2 ? [UInt8](repeating: 0, count: 24) : [])
             return S.ascii("BM") + S.le32(14 + header.count + payload.count) + [0, 0, 0, 0]
                 + S.le32(14 + header.count) + header + payload
         }
@@ -194,6 +195,8 @@ private let wellFormed: [(name: String, bytes: [UInt8], format: ImageFormat)] = 
         #expect(
             ImageSniffer.checkStructure(bmp(compression: 4, payload: html), format: .bmp)
                 == .corrupt(reason: "not a JPEG signature"))
+        // OS/2 2.x's compression 4 is RLE24, not an embedded JPEG.
+        #expect(ImageSniffer.checkStructure(bmp(compression: 4, payload: [0, 1], os2: true), format: .bmp) == nil)
         #expect(
             ImageSniffer.checkStructure(bmp(compression: 5, payload: Array(png.dropLast(12))), format: .bmp)
                 == .truncated(reason: "bmp ends before its end"))
