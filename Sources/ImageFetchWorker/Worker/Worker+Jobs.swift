@@ -186,10 +186,11 @@ extension JobRunner {
         }
         if let error {
             // Only a 304 that ended the transfer: libcurl follows a 304's `Location` and keeps the
-            // status when that hop fails, and then the hop's failure is the answer.
-            if response.failure == .httpStatus(304),
-                OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil)
-            {
+            // status when that hop fails, and then the hop's failure is the answer. At the redirect
+            // limit it makes no hop and says so: the 304 stands.
+            var ended304 = response.failure == .httpStatus(304)
+            if case .tooManyRedirects = response.failure { ended304 = true }
+            if ended304, OutcomePolicy.isNotModified(job, httpStatus: response.httpStatus, digest: nil) {
                 // A refetch's 304: nothing to store.
                 run(context) { $0.decided() }
                 finish(context, job: job, error: nil, response: response, notModified: true)
