@@ -165,7 +165,10 @@ public struct Job: Sendable, Equatable {
         // JSONDecoder keeps one value of a repeated key without a word, and the producer's parser
         // may have read the other. (The scanner leaves such bodies here.)
         if let name = JSONKeyScan.firstDuplicate(in: bytes, dotted: false) {
-            return .failure(JobError(.invalidJob, "the body gives \"\(name.prefix(64))\" twice"))
+            // Named only when it is an HTTP token (the schema's fields and header names are): the
+            // key is the producer's bytes, and a message carries no control characters.
+            let named = RequestHeaders.isValidName(name) ? "\"\(name)\"" : "a key"
+            return .failure(JobError(.invalidJob, "the body gives \(named) twice"))
         }
         return .success(
             JobBodyScanner.Fields(

@@ -53,6 +53,8 @@ import Testing
         (#"{"id":"a","url":"https://a.example/1.png","url":"https://b.example/2.png"}"#, "gives \"url\" twice"),
         (#"{"id":"a","url":"http://x/","\u0075rl":"http://y/"}"#, "gives \"url\" twice"),
         (#"{"id":"a","id":"b","url":"http://x/"}"#, "gives \"id\" twice"),
+        // A key that is no token is not echoed.
+        (#"{"id":"a","url":"http://x/","a\nb":1,"a\nb":2}"#, "gives a key twice"),
     ])
     func rejectsBadBodies(body: String, reason: String) {
         switch Job.decode(delivery(body)) {
