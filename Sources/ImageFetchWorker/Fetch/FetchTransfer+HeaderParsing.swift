@@ -55,6 +55,11 @@ extension FetchTransfer {
     /// reads it (`" HTTP/%1d.%1d%c%3d%c"`): whitespace may come before the number (the `Retry-After`
     /// and opt-out headers of `HTTP/1.1  200` count), a fourth digit may not.
     static func parseStatus(_ line: UnsafeRawBufferPointer) -> Int {
+        // `HTTP/2` and `HTTP/3` (no minor version) take libcurl's other reading,
+        // `" HTTP/%1[23] %d"`: whitespace, a sign, then digits without a width.
+        if line.count > 6, line[5] == UInt8(ascii: "2") || line[5] == UInt8(ascii: "3"), line[6] != UInt8(ascii: ".") {
+            return parseDecimalStatus(line, from: 6)
+        }
         guard var index = line.firstIndex(of: UInt8(ascii: " ")) else { return 0 }
         index += 1
         while index < line.count, isSpace(line[index]) || line[index] == 0x0B || line[index] == 0x0C { index += 1 }
@@ -68,6 +73,26 @@ extension FetchTransfer {
             return 0
         }
         return status
+    }
+
+    /// `%d` of `sscanf` from `start`: whitespace, a sign, digits; 0 when there are none or the
+    /// value is negative or past any status.
+    private static func parseDecimalStatus(_ line: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var index = start
+        while index < line.count, isSpace(line[index]) || line[index] == 0x0B || line[index] == 0x0C { index += 1 }
+        var negative = false
+        if index < line.count, line[index] == UInt8(ascii: "+") || line[index] == UInt8(ascii: "-") {
+            negative = line[index] == UInt8(ascii: "-")
+            index += 1
+        }
+        var status = 0
+        var digits = 0
+        while index < line.count, line[index] >= UInt8(ascii: "0"), line[index] <= UInt8(ascii: "9") {
+            status = min(status * 10 + Int(line[index] - UInt8(ascii: "0")), 1_000_000)
+            digits += 1
+            index += 1
+        }
+        return digits == 0 || negative ? 0 : status
     }
 
     // MARK: Header parsing, without Foundation or allocation

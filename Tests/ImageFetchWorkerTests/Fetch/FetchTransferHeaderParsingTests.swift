@@ -26,6 +26,11 @@ import Testing
         #expect(status("HTTP/1.1 204\r\n") == 204)
         #expect(status("HTTP/1.1  200 OK\r\n") == 200)
         #expect(status("HTTP/1.1 \t429 Too Many\r\n") == 429)
+        // HTTP/2 and /3 lines are read by `%d`: any width, a sign.
+        #expect(status("HTTP/2 0200\r\n") == 200)
+        #expect(status("HTTP/2 +200\r\n") == 200)
+        #expect(status("HTTP/3  404 \r\n") == 404)
+        #expect(status("HTTP/2 -200\r\n") == 0)
         for line in ["HTTP/1.1 20\r\n", "HTTP/1.1 2000 OK\r\n", "HTTP/1.1 +20 OK\r\n", "HTTP/1.1\r\n", "HTTP/1.1 \r\n"]
         {
             #expect(status(line) == 0, "\(line)")
