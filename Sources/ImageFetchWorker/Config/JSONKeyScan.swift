@@ -1,7 +1,7 @@
-/// Finds a key that a JSON config file (or a job body, ``Job/decodeBody(_:)``) gives twice. `JSONSerialization` keeps one of the values
-/// without a word, and the file may spell a key nested or dotted (`{"worker": {"concurrency": 8}}`
-/// and `{"worker.concurrency": 8}`), so one key can hide in two places; an operator who edits one
-/// of them would see no effect.
+/// Finds a key that a JSON config file (or a job body, ``Job/decodeBody(_:)``) gives twice.
+/// `JSONSerialization` keeps one of the values without a word, and the file may spell a key
+/// nested or dotted (`{"worker": {"concurrency": 8}}` and `{"worker.concurrency": 8}`), so one key
+/// can hide in two places; an operator who edits one of them would see no effect.
 ///
 /// A scan of the bytes, not a parser: it runs after the parser accepted the file. Objects inside
 /// lists are checked for repeated names among themselves only, since their keys are no
