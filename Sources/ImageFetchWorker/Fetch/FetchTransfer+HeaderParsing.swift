@@ -60,9 +60,8 @@ extension FetchTransfer {
         if line.count > 6, line[5] == UInt8(ascii: "2") || line[5] == UInt8(ascii: "3"), line[6] != UInt8(ascii: ".") {
             return parseDecimalStatus(line, from: 6)
         }
-        guard var index = line.firstIndex(of: UInt8(ascii: " ")) else { return 0 }
-        index += 1
-        while index < line.count, isSpace(line[index]) || line[index] == 0x0B || line[index] == 0x0C { index += 1 }
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return 0 }
+        let index = afterScanfSpace(line, from: space + 1)
         guard line.count >= index + 3 else { return 0 }
         var status = 0
         for byte in line[index..<(index + 3)] {
@@ -75,11 +74,17 @@ extension FetchTransfer {
         return status
     }
 
+    /// The index after the whitespace from `start`, as `sscanf` skips it (`isspace`: also VT, FF).
+    private static func afterScanfSpace(_ line: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var index = start
+        while index < line.count, isSpace(line[index]) || line[index] == 0x0B || line[index] == 0x0C { index += 1 }
+        return index
+    }
+
     /// `%d` of `sscanf` from `start`: whitespace, a sign, digits; 0 when there are none or the
     /// value is negative or past any status.
     private static func parseDecimalStatus(_ line: UnsafeRawBufferPointer, from start: Int) -> Int {
-        var index = start
-        while index < line.count, isSpace(line[index]) || line[index] == 0x0B || line[index] == 0x0C { index += 1 }
+        var index = afterScanfSpace(line, from: start)
         var negative = false
         if index < line.count, line[index] == UInt8(ascii: "+") || line[index] == UInt8(ascii: "-") {
             negative = line[index] == UInt8(ascii: "-")

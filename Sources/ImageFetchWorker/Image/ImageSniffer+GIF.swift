@@ -61,8 +61,9 @@ extension ImageSniffer {
             }
         }
         guard frames > 0 else { throw .invalid("GIF has no image") }
-        info.frames = framesShown ?? frames
-        info.animated = (framesShown ?? frames) > 1
+        let shown = framesShown ?? frames
+        info.frames = shown
+        info.animated = shown > 1
         if canvasWidth != screenWidth || canvasHeight != screenHeight {
             info.canvasWidth = canvasWidth
             info.canvasHeight = canvasHeight
