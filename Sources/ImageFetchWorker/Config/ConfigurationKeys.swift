@@ -29,8 +29,8 @@ extension ConfigurationKey {
             "amqp.heartbeat", \.amqp.heartbeat, in: 0...3600,
             help: "Heartbeat interval in seconds; 0 turns heartbeats off."),
         .seconds(
-            "amqp.confirm_timeout", \.amqp.confirmTimeout, allowZero: true,
-            help: "Seconds a publish may wait for its confirm before the connection is dropped; 0 is off."),
+            "amqp.confirm_timeout", \.amqp.confirmTimeout, allowZero: true, atLeast: 1,
+            help: "Seconds a publish may wait for its confirm before the connection is dropped, at least 1; 0 is off."),
         .optionalText(
             "amqp.tls.ca_file", \.amqp.tls.caFile,
             help: "CA bundle (PEM) that verifies the broker; unset uses the system's.", check: Check.pemCertificates),

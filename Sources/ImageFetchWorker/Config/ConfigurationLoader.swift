@@ -201,27 +201,31 @@ package enum ConfigurationLoader {
 
     /// Checks the flags and spells each one as `CommandLineArgumentsProvider` encodes its key
     /// (`--fetch-max_bytes`), so that both spellings reach the same key.
+    ///
+    /// The provider reads a flag with no value as the boolean `true`, which a text key would
+    /// then take as its value (an unquoted empty shell variable, `--queue-jobs $Q`, made the
+    /// queue `true`); and it joins the values of a repeated flag with commas, which split
+    /// `fetch.headers` wrongly. So the values are counted here: one for a scalar, at most one for
+    /// a boolean, at least one for a list; the lines of a repeated `fetch.headers` are joined here.
     private static func canonicalFlags(_ arguments: [String]) throws(ConfigurationError) -> [String] {
-        var spellings: [String: String] = ["--config": "--config"]
-        for key in ConfigurationLoader.keys {
-            let library = "--" + ConfigText.replacing(["."], with: "-", in: key)
-            spellings[library] = library
-            spellings[ConfigurationKey.flag(forKey: key)] = library
+        var spellings: [String: (library: String, key: ConfigurationKey?)] = ["--config": ("--config", nil)]
+        for key in ConfigurationKey.all {
+            let library = "--" + ConfigText.replacing(["."], with: "-", in: key.name)
+            spellings[library] = (library, key)
+            spellings[key.flag] = (library, key)
         }
-        var sawFlag = false
-        var canonical: [String] = []
+        var flags: [(given: String, library: String, key: ConfigurationKey?, values: [String])] = []
         for (index, argument) in arguments.enumerated() {
             guard argument.hasPrefix("--") else {
-                if !sawFlag {
+                guard !flags.isEmpty else {
                     throw ConfigurationError(
                         key: "arguments",
                         problem:
                             "unexpected argument at position \(index + 1), options look like --worker-concurrency 8")
                 }
-                canonical.append(argument)
+                flags[flags.count - 1].values.append(argument)
                 continue
             }
-            sawFlag = true
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let spelling = spellings[String(parts[0])] else {
                 throw ConfigurationError(
@@ -230,7 +234,31 @@ package enum ConfigurationLoader {
                         "unknown flag \(ConfigText.quoted(String(parts[0]))), configuration flags look like --worker-concurrency 8"
                 )
             }
-            canonical.append(parts.count == 2 ? spelling + "=" + parts[1] : spelling)
+            flags.append((String(parts[0]), spelling.library, spelling.key, parts.count == 2 ? [String(parts[1])] : []))
+        }
+        var canonical: [String] = []
+        var linesAt: [String: Int] = [:]
+        for flag in flags {
+            let kind = flag.key?.kind ?? .string
+            let problem: String? =
+                switch kind {
+                case .bool: flag.values.count > 1 ? "takes one value, got \(flag.values.count)" : nil
+                case .list: flag.values.isEmpty ? "needs a value" : nil
+                case .int, .seconds, .string, .lines:
+                    flag.values.isEmpty
+                        ? "needs a value" : flag.values.count > 1 ? "takes one value, got \(flag.values.count)" : nil
+                }
+            if let problem {
+                throw ConfigurationError(
+                    key: flag.key?.name ?? "config", problem: problem, source: "flag \(flag.given)")
+            }
+            if kind == .lines, let at = linesAt[flag.library] {
+                canonical[at] += "\n" + flag.values[0]
+                continue
+            }
+            if kind == .lines { linesAt[flag.library] = canonical.count }
+            if flag.values.isEmpty { canonical.append(flag.library) }
+            canonical.append(contentsOf: flag.values.map { flag.library + "=" + $0 })
         }
         return canonical
     }

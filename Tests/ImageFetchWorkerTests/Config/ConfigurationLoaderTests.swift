@@ -249,6 +249,10 @@ struct ConfigurationLoaderTests {
         // Issue 33: a repeating timer this short never let the drain run, or flooded the log.
         ("METRICS_DEPTH_INTERVAL", "0.000001", "metrics.depth_interval"),
         ("LOG_SUMMARY_INTERVAL", "500ms", "log.summary_interval"),
+        // The confirm watch's timer runs at a quarter of this: 250 ns spun the session's queue and
+        // every publish was overdue; below a nanosecond the watch was off while `config` showed it on.
+        ("AMQP_CONFIRM_TIMEOUT", "0.000001", "amqp.confirm_timeout"),
+        ("AMQP_CONFIRM_TIMEOUT", "500ms", "amqp.confirm_timeout"),
         // Issue 33: the name fits, but its delay queues' names (`<jobs>.retry.5s`) did not, and
         // the declare failed on every reconnect.
         ("QUEUE_JOBS", String(repeating: "j", count: 250), "queue.jobs"),
@@ -306,6 +310,29 @@ struct ConfigurationLoaderTests {
 
     @Test func flagWithoutValue() {
         #expect(loadError(["--worker-concurrency"])?.key == "worker.concurrency")
+    }
+
+    /// A flag left without its value (an unquoted empty shell variable) must not take the text
+    /// `true`: the worker would consume queue `true` or store under `./true`.
+    @Test(arguments: [
+        (["--queue-jobs"], "queue.jobs"),
+        (["--storage-path", "--storage-fsync", "true"], "storage.path"),
+        (["--s3-bucket"], "s3.bucket"),
+        (["--fetch-user-agent", "--worker-concurrency", "8"], "fetch.user_agent"),
+        (["--retry-delays"], "retry.delays"),
+        (["--queue-jobs", "jobs", "extra"], "queue.jobs"),
+        (["--worker-concurrency", "8", "9"], "worker.concurrency"),
+        (["--queue-declare", "true", "false"], "queue.declare"),
+    ])
+    func aFlagTakesItsValue(_ arguments: [String], key: String) {
+        let error = loadError(arguments)
+        #expect(error?.key == key)
+        #expect(error?.source?.hasPrefix("flag --") == true)
+    }
+
+    @Test func aBooleanFlagAloneIsTrueAndAListFlagTakesSeveralValues() throws {
+        #expect(try load(["--fetch-allow-private-networks", "--worker-concurrency", "8"]).fetch.allowPrivateNetworks)
+        #expect(try load(["--retry-delays", "5s", "30s"]).retry.delays == [5, 30])
     }
 
     // MARK: Secrets

@@ -27,10 +27,19 @@ struct FetchControlsConfigTests {
                 HTTPHeaderField(name: "Referer", value: "https://shop.example/a,b"),
                 HTTPHeaderField(name: "X-Api-Key", value: "k1"),
             ])
-        // One flag whose value holds the lines (a repeated flag is joined with commas).
+        // One flag whose value holds the lines, or the flag repeated, one header each.
         let fromFlags = try load(["--fetch-headers", "A: 1\nB: 3"]).fetch.headers
         #expect(fromFlags.map(\.name) == ["A", "B"])
         #expect(fromFlags.first?.value == "1")
+        let repeated = try load([
+            "--fetch-headers", "Authorization: Bearer a,b", "--worker-concurrency", "8", "--fetch-headers=Referer: r",
+        ]).fetch.headers
+        #expect(
+            repeated == [
+                HTTPHeaderField(name: "Authorization", value: "Bearer a,b"),
+                HTTPHeaderField(name: "Referer", value: "r"),
+            ])
+        #expect(throws: ConfigurationError.self) { try load(["--fetch-headers", "A: 1", "--fetch-headers", "a: 2"]) }
         let file = try ConfigurationLoaderTests.TempFile(
             extension: "yaml",
             contents: "fetch:\n  headers:\n    - \"Authorization: Bearer a,b\"\n    - \"Referer: r\"\n")
