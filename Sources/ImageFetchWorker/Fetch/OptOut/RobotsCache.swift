@@ -109,9 +109,10 @@ package struct RobotsCache<Waiter> {
     /// Origins whose rules are kept.
     package var count: Int { readyCount }
 
-    /// About the memory `rules` take: each rule's pattern, plus its array's header and allocation.
+    /// About the memory `rules` take: each rule's pattern as allocated, plus its array's header
+    /// and allocation.
     package static func cost(of rules: RobotsRules) -> Int {
-        rules.rules.reduce(64) { $0 + $1.pattern.count + 64 }
+        rules.rules.reduce(64) { $0 + $1.pattern.capacity + 64 }
     }
 
     /// Drops expired entries, then the least recently used until within capacity and the rules'

@@ -31,11 +31,13 @@ package final class RobotsGate: Sendable {
     /// RFC 9309 §2.3.1.2: at least five consecutive redirects.
     static let maxRedirects = 5
 
-    /// Rule sets up to this size are matched where the verdict is asked, on the admission queue
-    /// (tens of microseconds at most); larger ones on ``matching``. Matching is linear in the
-    /// rules, and an origin's 500 KiB robots.txt can hold 45,000 of them, about 10 ms a path:
-    /// matched on the admission queue, one origin's file would hold every other origin's jobs.
+    /// Rule sets up to this many rules, and this many bytes of patterns, are matched where the
+    /// verdict is asked, on the admission queue (tens of microseconds at most); larger ones on
+    /// ``matching``. Matching is linear in the rules and their patterns, and an origin's 500 KiB
+    /// robots.txt can hold 45,000 rules, or 200 of 2 KB, about 10 ms a path: matched on the
+    /// admission queue, one origin's file would hold every other origin's jobs.
     static let inlineRuleLimit = 256
+    static let inlinePatternBytes = 16 * 1024
     /// Concurrent: a large rule set costs the CPU of its own origin's jobs, and holds no queue.
     private let matching = DispatchQueue(label: "image-fetch-worker.robots-matching", attributes: .concurrent)
 
@@ -65,7 +67,9 @@ package final class RobotsGate: Sendable {
         let path = RobotsTxt.pathAndQuery(of: url)
         let waiter: Waiter = { [matching] rules in
             guard let rules else { return verdict(.aborted) }
-            guard rules.rules.count > Self.inlineRuleLimit else { return verdict(Self.verdict(rules, path)) }
+            guard rules.rules.count > Self.inlineRuleLimit || rules.patternBytes > Self.inlinePatternBytes else {
+                return verdict(Self.verdict(rules, path))
+            }
             matching.async { verdict(Self.verdict(rules, path)) }
         }
         let lookup = cache.withLock { $0.lookup(origin, waiter: waiter, now: now()) }

@@ -29,8 +29,16 @@ package struct RobotsRules: Sendable, Equatable {
         case unreachable
     }
 
-    package var source: Source
-    package var rules: [Rule]
+    package let source: Source
+    package let rules: [Rule]
+    /// The patterns' bytes together, which bound the cost of matching a path.
+    package let patternBytes: Int
+
+    package init(source: Source, rules: [Rule]) {
+        self.source = source
+        self.rules = rules
+        self.patternBytes = rules.reduce(0) { $0 + $1.pattern.count }
+    }
 
     package static let allowAll = RobotsRules(source: .missing, rules: [])
     package static let disallowAll = RobotsRules(source: .unreachable, rules: [])
@@ -152,9 +160,10 @@ package enum RobotsTxt {
         return bytes
     }
 
+    /// Grown as it goes, not reserved ahead: the stored rule must not keep the memory of a long
+    /// run of `*` it collapsed (the cache charges a rule by its capacity).
     private static func collapsingStars(_ pattern: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(pattern.count)
         for byte in pattern where !(byte == UInt8(ascii: "*") && out.last == UInt8(ascii: "*")) { out.append(byte) }
         return out
     }
@@ -206,16 +215,25 @@ package enum RobotsTxt {
         if !anchored, !pattern.contains(star) {
             return path.starts(with: pattern)
         }
-        let pieces = pattern.dropLast(anchored ? 1 : 0).split(separator: star, omittingEmptySubsequences: false)
-        let first = pieces[0]
+        // The pieces are taken one at a time, so a rule that fails early costs no more.
+        let body = pattern.dropLast(anchored ? 1 : 0)
+        var end = body.firstIndex(of: star) ?? body.endIndex
+        let first = body[..<end]
         guard path.starts(with: first) else { return false }
-        if pieces.count == 1 { return !anchored || path.count == first.count }
+        if end == body.endIndex { return !anchored || path.count == first.count }
         var position = first.count
-        for piece in pieces.dropFirst().dropLast() where !piece.isEmpty {
-            guard let found = find(piece, in: path, from: position) else { return false }
-            position = found + piece.count
+        var start = end + 1
+        end = body[start...].firstIndex(of: star) ?? body.endIndex
+        while end != body.endIndex {
+            let piece = body[start..<end]
+            if !piece.isEmpty {
+                guard let found = find(piece, in: path, from: position) else { return false }
+                position = found + piece.count
+            }
+            start = end + 1
+            end = body[start...].firstIndex(of: star) ?? body.endIndex
         }
-        let last = pieces[pieces.count - 1]
+        let last = body[start...]
         if anchored {
             // The last piece ends the path, after what the others took.
             return path.count - position >= last.count && path.suffix(last.count).elementsEqual(last)

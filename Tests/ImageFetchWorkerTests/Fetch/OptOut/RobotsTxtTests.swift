@@ -204,3 +204,14 @@ import Testing
         #expect(RobotsTxt.pathAndQuery(of: "http://example.com?q") == "/?q")
     }
 }
+
+extension RobotsTxtTests {
+    /// The cache charges a rule by its pattern: a pattern collapsed from a long run of `*` must
+    /// not keep the run's memory, or a few files of such lines held gigabytes under a 128 MiB cap.
+    @Test func aCollapsedPatternKeepsNoMemoryOfItsStars() {
+        let parsed = Self.rules("User-agent: *\nDisallow: /" + String(repeating: "*", count: 16_000) + "\n")
+        #expect(parsed.rules.first?.pattern == Array("/*".utf8))
+        #expect((parsed.rules.first?.pattern.capacity ?? .max) < 64)
+        #expect(RobotsCache<Int>.cost(of: parsed) < 1_000)
+    }
+}
