@@ -289,7 +289,9 @@ final class FetchLoop: @unchecked Sendable {
         }
         let status = easy.long(CURLINFO_RESPONSE_CODE) ?? 0
         var response = FetchResponse()
-        if status > 0 {
+        // libcurl keeps an interim answer's code (`100 Continue`) when the connection drops
+        // after it: that is no response.
+        if status >= 200 {
             response.httpStatus = status
             response.contentType = transfer.contentType
             response.retryAfter = transfer.retryAfter

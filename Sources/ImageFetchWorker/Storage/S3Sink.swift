@@ -277,7 +277,8 @@ enum S3Addressing {
     /// reads the engine's terms, not the job pipeline's). Names the bucket, never the key, the URL
     /// or the credentials.
     static func storageError(for failure: FetchError, status: Int?, bucket: String) -> StorageError {
-        if let status, status > 0 {
+        // An interim code (a reset after `100 Continue`) is no answer of the store's.
+        if let status, status >= 200 {
             switch status {
             case 403:
                 return StorageError(

@@ -171,6 +171,9 @@ struct S3ConfigurationTests {
             #expect(!S3Addressing.storageError(for: .httpStatus(status), status: nil, bucket: "b").retryable)
         }
         #expect(S3Addressing.storageError(for: .timeout, status: nil, bucket: "b").retryable)
+        // An upload over 1 MiB waits for `100 Continue`; a reset after it leaves 100 as the code.
+        let afterContinue = S3Addressing.storageError(for: .connectFailed(.noResponse), status: 100, bucket: "b")
+        #expect(afterContinue.retryable && !afterContinue.message.contains("HTTP 100"))
         #expect(S3Addressing.storageError(for: .connectFailed(.refused), status: nil, bucket: "b").retryable)
         #expect(!S3Addressing.storageError(for: .tls, status: nil, bucket: "b").retryable)
     }
