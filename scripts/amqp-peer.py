@@ -9,11 +9,12 @@ them (pika's own decoder turns floats into integers, for one).
                                                      (its 4-byte length included; "@FILE": the hex is in
                                                      FILE), wait for the confirm; TTL ("" for none) is the
                                                      expiration, PROPERTIES_JSON more of pika's
-                                                     BasicProperties by name (type, app_id, ...)
+                                                     BasicProperties by name (type, app_id, ...; "hex:…"
+                                                     for raw bytes)
   amqp-peer.py get URL QUEUE                        take one message (acked); print JSON
                                                      {"headers_hex": ..., "body_hex": ..., "properties": {...}},
                                                      or {} if empty; "properties" holds the string-valued
-                                                     basic properties that are set
+                                                     basic properties that are set ("hex:…" when not UTF-8)
   amqp-peer.py depth URL QUEUE                      print the queue's ready count (passive declare), or
                                                      -1 when the queue does not exist
   amqp-peer.py collect URLS QUEUE OUT_FILE          consume QUEUE until SIGTERM, appending each body to
@@ -52,6 +53,11 @@ def _capture_decode_table(encoded, offset):
     length = int.from_bytes(encoded[offset:offset + 4], "big")
     _raw_tables.append(bytes(encoded[offset:offset + 4 + length]))
     return _decode_table(encoded, offset)
+
+
+def _text(value):
+    # pika gives a short string that is not UTF-8 as bytes: "hex:…", as publish takes it.
+    return "hex:" + value.hex() if isinstance(value, bytes) else value
 
 
 class RawTable(dict):
@@ -239,6 +245,9 @@ def main(argv):
         # An optional sixth argument: the message's TTL in milliseconds (`expiration`); a seventh,
         # more properties as JSON.
         extra = json.loads(argv[7]) if len(argv) > 7 else {}
+        # "hex:…" gives a short-string property as raw bytes (pika sends bytes as they are).
+        extra = {name: bytes.fromhex(value[4:]) if isinstance(value, str) and value.startswith("hex:") else value
+                 for name, value in extra.items()}
         channel.basic_publish("", queue, body, pika.BasicProperties(
             content_type="application/json", delivery_mode=2, headers=RawTable(headers),
             expiration=argv[6] if len(argv) > 6 and argv[6] else None, **extra), mandatory=True)
@@ -254,7 +263,7 @@ def main(argv):
                      "message_id", "type", "user_id", "app_id", "cluster_id")
             print(json.dumps({"headers_hex": _raw_tables[0].hex() if properties.headers is not None else "",
                               "body_hex": body.hex(),
-                              "properties": {name: getattr(properties, name) for name in names
+                              "properties": {name: _text(getattr(properties, name)) for name in names
                                              if getattr(properties, name) is not None}}))
     elif command == "depth":
         try:

@@ -60,9 +60,10 @@ struct AMQPContractTests {
     /// three have their results, or their wait timed out (an issue is recorded then).
     static func runAmongThreeJobs(
         _ configuration: WorkerConfiguration, url: String, origin: TestOrigin, body: String, headers: [UInt8],
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], properties: [String: String] = [:]
     ) async throws -> (WorkerProcess, QueueCollector) {
-        try AMQPPeer.publish(url: url, queue: configuration.queue.jobs, body: body, headers: headers)
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: body, headers: headers, properties: properties)
         let ids = (0..<3).map { "ordinary\($0)" }
         #expect(
             try TestBroker.publish(

@@ -144,6 +144,33 @@ struct RedriveTests {
         #expect(try await eventually(timeout: 10) { try Self.depth(configuration.queue.dead) == 1 })
     }
 
+    /// A dead letter with a property that is not UTF-8 was moved as the worker read it, with
+    /// replacement characters in place of its bytes, and the original acked: the bytes were lost.
+    /// It stays, as it came, and the others move.
+    @Test(.timeLimit(.minutes(2)))
+    func aDeadLetterThatCannotBeReadAsItCameStays() async throws {
+        let configuration = try TestBroker.configuration("redrive-bytes")
+        defer { TestBroker.cleanUp(configuration) }
+        let url = try #require(TestBroker.url)
+        #expect(try TestBroker.publish(configuration, bodies: []) == 0)  // declare the topology
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.dead, body: #"{"id":"binary","url":"http://origin.test/a.png"}"#,
+            headers: WireTable.encode([]), properties: ["correlation_id": "hex:fffe01"])
+        try Self.fill(configuration, [DeadLetter(id: "after-1", code: "timeout")])
+
+        let redrive = try WorkerProcess(arguments: ["redrive"] + Self.arguments(configuration), environment: [:])
+        #expect(await redrive.waitForExit(timeout: 60) == 0, "\(redrive.log)")
+        #expect(redrive.log.contains("kept binary"), "\(redrive.log)")
+        #expect(redrive.log.contains("1 of 2 dead letters moved"), "\(redrive.log)")
+        #expect(try await Self.drainIDs(configuration, queue: configuration.queue.jobs, expected: 1) == ["after-1"])
+        var kept: (headers: [UInt8], body: [UInt8], properties: [String: String])?
+        _ = try await eventually(timeout: 10) {
+            kept = try AMQPPeer.get(url: url, queue: configuration.queue.dead)
+            return kept != nil
+        }
+        #expect(kept?.properties["correlation_id"] == "hex:fffe01")
+    }
+
     /// kill -9 while moving: every message is in exactly one of the two queues afterwards, and a
     /// second run moves the rest.
     @Test(.timeLimit(.minutes(5)))

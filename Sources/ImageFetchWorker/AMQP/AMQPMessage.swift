@@ -39,7 +39,20 @@ public struct AMQPProperties: Sendable, Hashable {
     /// was deeper is `.void` in ``headers``), or had a name that is not UTF-8 (left out): the job
     /// is refused.
     package var headersCut = false
+    /// The first of the text properties that was not UTF-8 (read with replacement characters):
+    /// no copy of the job could carry it as it came, so the job is rejected unread.
+    package var notUTF8: TextProperty?
     public init() {}
+
+    /// The short-string properties the worker reads as text, by their AMQP names.
+    package enum TextProperty: String, Sendable, Hashable {
+        case contentType = "content_type", contentEncoding = "content_encoding", type, appID = "app_id"
+        case messageID = "message_id", correlationID = "correlation_id", replyTo = "reply_to"
+    }
+
+    /// Whether something was read other than it came: a copy built from these properties would
+    /// not be the delivery.
+    package var readLossily: Bool { headersCut || notUTF8 != nil }
 
     private mutating func carry(contentEncoding: String?, type: String?, appID: String?) {
         let none = contentEncoding == nil && type == nil && appID == nil
@@ -72,20 +85,29 @@ public struct AMQPProperties: Sendable, Hashable {
     init(decoding properties: amqp_basic_properties_t) {
         let flags = properties._flags
         func has(_ flag: Int32) -> Bool { flags & amqp_flags_t(flag) != 0 }
-        if has(AMQP_BASIC_CONTENT_TYPE_FLAG) { contentType = properties.content_type.stringValue }
+        if has(AMQP_BASIC_CONTENT_TYPE_FLAG) { contentType = text(properties.content_type, .contentType) }
         if has(AMQP_BASIC_CONTENT_ENCODING_FLAG) || has(AMQP_BASIC_TYPE_FLAG) || has(AMQP_BASIC_APP_ID_FLAG) {
-            carry(
-                contentEncoding: has(AMQP_BASIC_CONTENT_ENCODING_FLAG) ? properties.content_encoding.stringValue : nil,
-                type: has(AMQP_BASIC_TYPE_FLAG) ? properties.type.stringValue : nil,
-                appID: has(AMQP_BASIC_APP_ID_FLAG) ? properties.app_id.stringValue : nil)
+            let encoding =
+                has(AMQP_BASIC_CONTENT_ENCODING_FLAG) ? text(properties.content_encoding, .contentEncoding) : nil
+            let type = has(AMQP_BASIC_TYPE_FLAG) ? text(properties.type, .type) : nil
+            let appID = has(AMQP_BASIC_APP_ID_FLAG) ? text(properties.app_id, .appID) : nil
+            carry(contentEncoding: encoding, type: type, appID: appID)
         }
-        if has(AMQP_BASIC_MESSAGE_ID_FLAG) { messageID = properties.message_id.stringValue }
-        if has(AMQP_BASIC_CORRELATION_ID_FLAG) { correlationID = properties.correlation_id.stringValue }
-        if has(AMQP_BASIC_REPLY_TO_FLAG) { replyTo = properties.reply_to.stringValue }
+        if has(AMQP_BASIC_MESSAGE_ID_FLAG) { messageID = text(properties.message_id, .messageID) }
+        if has(AMQP_BASIC_CORRELATION_ID_FLAG) { correlationID = text(properties.correlation_id, .correlationID) }
+        if has(AMQP_BASIC_REPLY_TO_FLAG) { replyTo = text(properties.reply_to, .replyTo) }
         if has(AMQP_BASIC_DELIVERY_MODE_FLAG) { persistent = properties.delivery_mode == 2 }
         if has(AMQP_BASIC_TIMESTAMP_FLAG) { timestamp = properties.timestamp }
         if has(AMQP_BASIC_PRIORITY_FLAG) { priority = properties.priority }
         if has(AMQP_BASIC_HEADERS_FLAG) { headers = AMQPTableDecoder.decode(properties.headers, cut: &headersCut) }
+    }
+
+    /// A text property, nil when empty; one that is not UTF-8 is noted in ``notUTF8``.
+    private mutating func text(_ bytes: amqp_bytes_t, _ property: TextProperty) -> String? {
+        guard bytes.len > 0 else { return nil }
+        if let text = bytes.validatedString { return text }
+        if notUTF8 == nil { notUTF8 = property }
+        return bytes.stringValue
     }
 
     /// The properties in arena memory; `header` is added to (or replaces one of) ``headers``.

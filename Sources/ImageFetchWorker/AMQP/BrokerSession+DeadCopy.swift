@@ -110,7 +110,9 @@ extension BrokerSession {
 
     /// The header of a delivery over `queue.max_job_bytes` arrived: begin its dead copy.
     func beginDeadCopy(tag: UInt64, properties: AMQPProperties, bodySize: UInt64) {
-        guard let connection else { return }
+        // A copy made from what was read lossily would not be the job: with no copy begun, the
+        // original is rejected as it came when read.
+        guard let connection, !properties.readLossily else { return }
         let attempt = Int(clamping: properties.headers[JobHeaders.attempt]?.intValue ?? 1)
         let original = Delivery(tag: tag, epoch: lifecycle.epoch, redelivered: false, properties: properties, body: [])
         let copy = OutcomePolicy(configuration).oversizedDeadCopy(

@@ -68,6 +68,15 @@ package final class DeadLetterRedrive {
             summary.scanned += 1
             guard policy.selects(message.properties, now: seconds) else { continue }
             var entry = Self.entry(message)
+            if message.properties.readLossily {
+                // A property that is not UTF-8, or a header that is not (or nests too deep), was
+                // read other than it came: a copy would change the letter. It stays, unacked.
+                summary.kept += 1
+                entry.moved = false
+                entry.kept = "a property or header that is not UTF-8 or nests too deep to copy as it came"
+                report(entry)
+                continue
+            }
             if dryRun {
                 summary.moved += 1
                 report(entry)

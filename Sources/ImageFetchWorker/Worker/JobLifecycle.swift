@@ -4,6 +4,7 @@
 /// ```
 /// received ─► waiting ─► admitted ─► fetched ─► decided ─► publishing ─► settled
 /// received ─► decided                        answered without a fetch (invalid, poison, bad URL)
+/// received ─► settled                        rejected unread (a property that is not UTF-8)
 /// waiting ─► decided                         deferred: republished to a delay queue
 /// waiting, admitted, fetched, decided ─► handedBack   the drain, its deadline, a lost channel
 /// publishing ─► handedBack                   the channel was lost before every confirm
@@ -104,6 +105,9 @@ package struct JobLifecycle: Sendable, Equatable {
         /// `properties_too_large` first if `fallback` (the job had no result yet), then report
         /// ``fallbackAnswered(connectionLost:)``.
         case rejectUnencodable(fallback: Bool, ending: SpanEnding)
+        /// Reject the delivery as it came, on the channel queue, with nothing held: its job span
+        /// ends with `code`, which is counted.
+        case rejectUnread(JobError.Code)
     }
 
     package private(set) var state = State.received
@@ -146,6 +150,14 @@ package struct JobLifecycle: Sendable, Equatable {
         guard case .received = state else { return invalid() }
         state = .decided
         return .enterGroup
+    }
+
+    /// The delivery cannot be copied as it came (``AMQPProperties/notUTF8``): rejected to the
+    /// dead-letter exchange at once, which keeps its bytes. It never enters the group.
+    package mutating func refusedUnread(_ code: JobError.Code) -> Action {
+        guard case .received = state else { return invalid() }
+        state = .settled
+        return .rejectUnread(code)
     }
 
     /// An identical request is waiting or in flight: the job follows it instead of going to

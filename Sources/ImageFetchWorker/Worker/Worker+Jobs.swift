@@ -12,6 +12,15 @@ extension JobRunner {
         let job: Job
         let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
         let tenantHeader = configuration.scheduler.tenantHeader
+        if let property = delivery.properties.notUTF8 {
+            logger.warning(
+                "job dead-lettered as it came: a property is not UTF-8, and no copy could carry it unchanged",
+                metadata: trace.logMetadata.merging([
+                    "property": "\(property.rawValue)", "error": "\(JobError.Code.invalidJob)",
+                ]) { $1 })
+            run(JobContext(delivery: delivery, job: nil, trace: trace)) { $0.refusedUnread(.invalidJob) }
+            return
+        }
         switch Job.decode(delivery, allowedHeaders: configuration.fetch.jobHeaders, tenantHeader: tenantHeader) {
         case .failure(let error):
             let context = JobContext(delivery: delivery, job: nil, trace: trace)

@@ -58,6 +58,11 @@ extension JobRunner {
         case .rejectUnencodable(let fallback, let ending):
             endSpans(context, ending)
             rejectUnencodable(context, fallback: fallback)
+        case .rejectUnread(let code):
+            context.trace.end(errorCode: code.rawValue)
+            session.nackOnQueue(context.delivery, requeue: false)
+            stats.failed(code)
+            stats.deadLettered()
         }
     }
 

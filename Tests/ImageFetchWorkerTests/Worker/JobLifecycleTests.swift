@@ -21,7 +21,7 @@ import Testing
         mutating func record(_ action: JobLifecycle.Action) {
             actions.append(action)
             switch action {
-            case .none, .rejectUnencodable: break
+            case .none, .rejectUnencodable, .rejectUnread: break
             case .enterGroup: group += 1
             case .fetch:
                 permits += 1
@@ -216,6 +216,15 @@ import Testing
     }
 
     // MARK: - Without a fetch
+
+    /// A delivery that no copy could carry as it came is rejected at once and holds nothing.
+    @Test func aDeliveryRejectedUnreadHoldsNothing() {
+        var job = Job()
+        #expect(job.on { $0.refusedUnread(.invalidJob) } == .rejectUnread(.invalidJob))
+        #expect(job.lifecycle.state == .settled)
+        #expect(job.lifecycle.phase == .done)
+        #expect(job.ledger.balanced && job.ledger.group == 0)
+    }
 
     @Test func aJobAnsweredAtOnceEntersTheGroupAndHoldsNoPermit() {
         var job = Job()
