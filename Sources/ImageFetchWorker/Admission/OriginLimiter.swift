@@ -147,6 +147,9 @@ package struct OriginLimiter: Sendable, Equatable {
         value = max(Double(settings.minLimit), target)
         phase = .steady
         lastCutAt = now
+        // As after a latency cut: the average of before this cut must not cut again.
+        recentNanoseconds = nil
+        recentSamples = 0
         return Cut(from: before, to: limit, signal: signal)
     }
 

@@ -85,6 +85,35 @@ import Testing
         #expect(cuts == [OriginLimiter.Cut(from: 64, to: 32, signal: .latency)])
     }
 
+    /// Latency needs eight samples of its own after any cut, not only after its own: the average
+    /// of before a 429's cut still said "slow", and the first request sent after that cut cut
+    /// again at once (failed before the fix).
+    @Test func latencyWaitsForSamplesAfterAnotherSignalsCut() {
+        var limiter = OriginLimiter(settings: .init(minLimit: 1, maxLimit: 64, initialLimit: 64))
+        var now: UInt64 = 0
+        for _ in 0..<50 {
+            limiter.succeeded(latencyNanoseconds: 100 * Self.ms, startedAt: now, inFlight: 64, now: now + 100 * Self.ms)
+            now += Self.ms
+        }
+        for _ in 0..<10 {
+            // Slower than usual, not yet slow enough to cut.
+            _ = limiter.succeeded(latencyNanoseconds: 180 * Self.ms, startedAt: now, inFlight: 64, now: now)
+            now += Self.ms
+        }
+        let cut = limiter.overloaded(.tooManyRequests, inFlightAtStart: 1, startedAt: now, now: now + Self.ms)
+        #expect(cut?.signal == .tooManyRequests)
+        now += 2 * Self.ms
+        var cuts: [OriginLimiter.Cut] = []
+        for index in 0..<7 {
+            if let cut = limiter.succeeded(
+                latencyNanoseconds: 600 * Self.ms, startedAt: now, inFlight: limiter.limit, now: now + UInt64(index))
+            {
+                cuts.append(cut)
+            }
+        }
+        #expect(cuts.isEmpty, "\(cuts)")
+    }
+
     @Test func overloadsOfOneBurstCutOnceAndLearnTheLowestRefusal() {
         var limiter = OriginLimiter(settings: .init(minLimit: 1, maxLimit: 64, initialLimit: 16))
         let first = limiter.overloaded(.tooManyRequests, inFlightAtStart: 14, startedAt: 0, now: 10)
