@@ -277,4 +277,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # pika decodes a nested header a level at a time, and a frame holds 26,000 levels (Python 3.11
+    # keeps Python-to-Python calls off the C stack).
+    sys.setrecursionlimit(400_000)
     main(sys.argv)

@@ -261,8 +261,8 @@ enum AMQPTableDecoder {
     static let maxDepth = 32
 
     /// Decodes a table received from the broker into Swift values (a copy; the C memory may go).
-    /// Containers nested deeper than ``maxDepth`` become `.void`, and entries whose name is not
-    /// UTF-8 are left out.
+    /// Containers nested deeper than ``maxDepth`` become `.void`, entries whose name is not
+    /// UTF-8 are left out, and of two names equal as Strings the last is kept.
     static func decode(_ table: amqp_table_t) -> [String: AMQPFieldValue] {
         var cut = false
         return decode(table, cut: &cut)
@@ -285,7 +285,11 @@ enum AMQPTableDecoder {
                 cut = true
                 continue
             }
-            result[key] = decode(entry.value, remaining: remaining, cut: &cut)
+            // Two names that are equal as Strings (canonically equivalent, or the same bytes
+            // twice) would leave one entry: that too is not the table as it came.
+            if result.updateValue(decode(entry.value, remaining: remaining, cut: &cut), forKey: key) != nil {
+                cut = true
+            }
         }
         return result
     }

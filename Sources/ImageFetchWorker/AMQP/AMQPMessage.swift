@@ -36,8 +36,8 @@ public struct AMQPProperties: Sendable, Hashable {
     public var priority: UInt8? = nil
     public var headers: [String: AMQPFieldValue] = [:]
     /// A received header nested tables or arrays deeper than ``AMQPTableDecoder/maxDepth`` (what
-    /// was deeper is `.void` in ``headers``), or had a name that is not UTF-8 (left out): the job
-    /// is refused.
+    /// was deeper is `.void` in ``headers``), had a name that is not UTF-8 (left out), or two
+    /// names were equal as Strings (one kept): the job is rejected unread.
     package var headersCut = false
     /// The first of the text properties that was not UTF-8 (read with replacement characters):
     /// no copy of the job could carry it as it came, so the job is rejected unread.
@@ -53,6 +53,16 @@ public struct AMQPProperties: Sendable, Hashable {
     /// Whether something was read other than it came: a copy built from these properties would
     /// not be the delivery.
     package var readLossily: Bool { headersCut || notUTF8 != nil }
+
+    /// What was read other than it came, for the log; nil when nothing was.
+    package var lossyReading: String? {
+        if let notUTF8 { return "the \(notUTF8.rawValue) property is not UTF-8" }
+        if headersCut {
+            return
+                "a header nests deeper than \(AMQPTableDecoder.maxDepth) levels, has a name that is not UTF-8, or gives a name twice"
+        }
+        return nil
+    }
 
     private mutating func carry(contentEncoding: String?, type: String?, appID: String?) {
         let none = contentEncoding == nil && type == nil && appID == nil

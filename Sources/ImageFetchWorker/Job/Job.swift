@@ -95,7 +95,9 @@ public struct Job: Sendable, Equatable {
         if delivery.properties.headersCut {
             let depth = AMQPTableDecoder.maxDepth
             return .failure(
-                JobError(.invalidJob, "a header nests deeper than \(depth) levels or has a name that is not UTF-8"))
+                JobError(
+                    .invalidJob,
+                    "a header nests deeper than \(depth) levels, has a name that is not UTF-8, or gives a name twice"))
         }
         let body: JobBodyScanner.Fields
         switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {

@@ -4,7 +4,7 @@
 /// ```
 /// received ─► waiting ─► admitted ─► fetched ─► decided ─► publishing ─► settled
 /// received ─► decided                        answered without a fetch (invalid, poison, bad URL)
-/// received ─► settled                        rejected unread (a property that is not UTF-8)
+/// received ─► settled                        rejected unread (properties not read as they came)
 /// waiting ─► decided                         deferred: republished to a delay queue
 /// waiting, admitted, fetched, decided ─► handedBack   the drain, its deadline, a lost channel
 /// publishing ─► handedBack                   the channel was lost before every confirm
@@ -152,7 +152,7 @@ package struct JobLifecycle: Sendable, Equatable {
         return .enterGroup
     }
 
-    /// The delivery cannot be copied as it came (``AMQPProperties/notUTF8``): rejected to the
+    /// The delivery cannot be copied as it came (``AMQPProperties/readLossily``): rejected to the
     /// dead-letter exchange at once, which keeps its bytes. It never enters the group.
     package mutating func refusedUnread(_ code: JobError.Code) -> Action {
         guard case .received = state else { return invalid() }

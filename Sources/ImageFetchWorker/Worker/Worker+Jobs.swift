@@ -12,11 +12,11 @@ extension JobRunner {
         let job: Job
         let trace = JobTrace(delivery: delivery, queue: configuration.queue.jobs)
         let tenantHeader = configuration.scheduler.tenantHeader
-        if let property = delivery.properties.notUTF8 {
+        if let reading = delivery.properties.lossyReading {
             logger.warning(
-                "job dead-lettered as it came: a property is not UTF-8, and no copy could carry it unchanged",
+                "job dead-lettered as it came: its properties could not be read as they came, so no copy could carry them",
                 metadata: trace.logMetadata.merging([
-                    "property": "\(property.rawValue)", "error": "\(JobError.Code.invalidJob)",
+                    "reason": "\(reading)", "error": "\(JobError.Code.invalidJob)",
                 ]) { $1 })
             run(JobContext(delivery: delivery, job: nil, trace: trace)) { $0.refusedUnread(.invalidJob) }
             return

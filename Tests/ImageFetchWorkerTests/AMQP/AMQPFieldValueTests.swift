@@ -159,6 +159,20 @@ import Testing
         #expect(Self.wire(headers).flatMap(Self.decoded) == headers)
     }
 
+    /// `café` precomposed and decomposed are two names on the wire but one Swift String: one
+    /// entry was dropped without a word, from every copy (failed before the fix: no cut).
+    @Test func twoNamesEqualAsStringsAreACut() throws {
+        func entry(_ name: String, _ value: UInt8) -> [UInt8] {
+            [UInt8(name.utf8.count)] + Array(name.utf8) + [0x62, value]
+        }
+        let entries = entry("caf\u{E9}", 1) + entry("cafe\u{301}", 2) + entry("k", 3)
+        let wire = withUnsafeBytes(of: UInt32(entries.count).bigEndian, Array.init) + entries
+        var cut = false
+        let headers = try #require(Self.decoded(wire, cut: &cut))
+        #expect(cut)
+        #expect(headers.count == 2)
+    }
+
     /// Headers nested as deep as a frame allows: one-element arrays, five bytes a level, 26,000
     /// levels in the 131,072 bytes of a default frame. rabbitmq-c decodes them (its recursion is
     /// small); the worker's decoder recursed too, a few hundred bytes a level, and a delivery with
