@@ -95,9 +95,10 @@ package enum ConfigurationLoader {
             key.derive?(&resolved.configuration)
         }
         // No S3 keys configured: temporary credentials, if the platform's AWS variables name a
-        // source (web identity, the container credentials endpoint).
+        // source (web identity, the container credentials endpoint). Only for S3 storage: a
+        // worker that stores files must not stop on a pod's AWS variables it has no use for.
         let s3 = resolved.configuration.s3
-        if s3.accessKeyID == nil, s3.secretAccessKey == nil,
+        if resolved.configuration.storage.kind == .s3, s3.accessKeyID == nil, s3.secretAccessKey == nil,
             let temporary = AWSCredentialSource.fromEnvironment(environment, region: s3.region)
         {
             switch temporary {

@@ -43,6 +43,19 @@ import Testing
                 .contains("cannot be read"))
     }
 
+    /// A worker that stores files has no use for the platform's AWS variables: a pod's half-set
+    /// or unreadable web identity stopped it with exit 78 (failed before the fix).
+    @Test func aFileStoreIgnoresThePlatformsVariables() throws {
+        for environment in [
+            ["AWS_ROLE_ARN": "arn:aws:iam::1:role/r"],
+            ["AWS_ROLE_ARN": "arn:aws:iam::1:role/r", "AWS_WEB_IDENTITY_TOKEN_FILE": "/nonexistent/t"],
+        ] {
+            let configuration = try ConfigurationLoader.load(arguments: [], environment: environment)
+            #expect(configuration.storage.kind == .file)
+            #expect(configuration.s3.temporaryCredentials == nil)
+        }
+    }
+
     @Test func containerEndpoint() throws {
         let relative = try load(["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/abc"])
         #expect(
