@@ -64,13 +64,19 @@ import Testing
         #expect(limiter.limit == 32)
     }
 
-    @Test func risingLatencyCutsOncePerRoundTrip() {
+    /// A limiter at 64 whose origin has answered in 100 ms fifty times, and the time after.
+    static func settledAt100ms() -> (OriginLimiter, UInt64) {
         var limiter = OriginLimiter(settings: .init(minLimit: 1, maxLimit: 64, initialLimit: 64))
         var now: UInt64 = 0
         for _ in 0..<50 {
             limiter.succeeded(latencyNanoseconds: 100 * Self.ms, startedAt: now, inFlight: 64, now: now + 100 * Self.ms)
             now += Self.ms
         }
+        return (limiter, now)
+    }
+
+    @Test func risingLatencyCutsOncePerRoundTrip() {
+        var (limiter, now) = Self.settledAt100ms()
         var cuts: [OriginLimiter.Cut] = []
         let cutTime = now
         for _ in 0..<20 {
@@ -89,12 +95,7 @@ import Testing
     /// of before a 429's cut still said "slow", and the first request sent after that cut cut
     /// again at once (failed before the fix).
     @Test func latencyWaitsForSamplesAfterAnotherSignalsCut() {
-        var limiter = OriginLimiter(settings: .init(minLimit: 1, maxLimit: 64, initialLimit: 64))
-        var now: UInt64 = 0
-        for _ in 0..<50 {
-            limiter.succeeded(latencyNanoseconds: 100 * Self.ms, startedAt: now, inFlight: 64, now: now + 100 * Self.ms)
-            now += Self.ms
-        }
+        var (limiter, now) = Self.settledAt100ms()
         for _ in 0..<10 {
             // Slower than usual, not yet slow enough to cut.
             _ = limiter.succeeded(latencyNanoseconds: 180 * Self.ms, startedAt: now, inFlight: 64, now: now)
