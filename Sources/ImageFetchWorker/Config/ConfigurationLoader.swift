@@ -205,9 +205,10 @@ package enum ConfigurationLoader {
     ///
     /// The provider reads a flag with no value as the boolean `true`, which a text key would
     /// then take as its value (an unquoted empty shell variable, `--queue-jobs $Q`, made the
-    /// queue `true`); and it joins the values of a repeated flag with commas, which split
-    /// `fetch.headers` wrongly. So the values are counted here: one for a scalar, at most one for
-    /// a boolean, at least one for a list; the lines of a repeated `fetch.headers` are joined here.
+    /// queue `true`); and it joins the values of a repeated flag with commas, which made one queue
+    /// name of two and split `fetch.headers` wrongly. So the values are counted here: one for a
+    /// scalar, at most one for a boolean, at least one for a list; a scalar's flag is given once;
+    /// the lines of a repeated `fetch.headers` are joined here.
     private static func canonicalFlags(_ arguments: [String]) throws(ConfigurationError) -> [String] {
         var spellings: [String: (library: String, key: ConfigurationKey?)] = ["--config": ("--config", nil)]
         for key in ConfigurationKey.all {
@@ -239,15 +240,23 @@ package enum ConfigurationLoader {
         }
         var canonical: [String] = []
         var linesAt: [String: Int] = [:]
+        var seen: Set<String> = []
         for flag in flags {
             let kind = flag.key?.kind ?? .string
+            let repeated = !seen.insert(flag.library).inserted
             let problem: String? =
-                switch kind {
-                case .bool: flag.values.count > 1 ? "takes one value, got \(flag.values.count)" : nil
-                case .list: flag.values.isEmpty ? "needs a value" : nil
-                case .int, .seconds, .string, .lines:
-                    flag.values.isEmpty
-                        ? "needs a value" : flag.values.count > 1 ? "takes one value, got \(flag.values.count)" : nil
+                if repeated, kind != .list, kind != .lines {
+                    // The provider would join the two with a comma into one value.
+                    "is given twice"
+                } else {
+                    switch kind {
+                    case .bool: flag.values.count > 1 ? "takes one value, got \(flag.values.count)" : nil
+                    case .list: flag.values.isEmpty ? "needs a value" : nil
+                    case .int, .seconds, .string, .lines:
+                        flag.values.isEmpty
+                            ? "needs a value"
+                            : flag.values.count > 1 ? "takes one value, got \(flag.values.count)" : nil
+                    }
                 }
             if let problem {
                 throw ConfigurationError(

@@ -69,11 +69,13 @@ package final class DeadLetterRedrive {
             guard policy.selects(message.properties, now: seconds) else { continue }
             var entry = Self.entry(message)
             if message.properties.readLossily {
-                // A property that is not UTF-8, or a header that is not (or nests too deep), was
-                // read other than it came: a copy would change the letter. It stays, unacked.
+                // A property or header name that is not UTF-8, a header that nests too deep or a
+                // name given twice was read other than it came: a copy would change the letter.
+                // It stays, unacked.
                 summary.kept += 1
                 entry.moved = false
-                entry.kept = "a property or header that is not UTF-8 or nests too deep to copy as it came"
+                entry.kept =
+                    "its properties or headers cannot be read as they came: not UTF-8, nested too deep, or a name given twice"
                 report(entry)
                 continue
             }

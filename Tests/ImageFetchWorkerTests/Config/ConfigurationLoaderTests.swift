@@ -323,6 +323,8 @@ struct ConfigurationLoaderTests {
         (["--queue-jobs", "jobs", "extra"], "queue.jobs"),
         (["--worker-concurrency", "8", "9"], "worker.concurrency"),
         (["--queue-declare", "true", "false"], "queue.declare"),
+        (["--queue-jobs", "default", "--queue-jobs", "other"], "queue.jobs"),
+        (["--fetch-max-bytes=1000", "--worker-concurrency", "8", "--fetch-max_bytes", "2000"], "fetch.max_bytes"),
     ])
     func aFlagTakesItsValue(_ arguments: [String], key: String) {
         let error = loadError(arguments)
@@ -333,6 +335,7 @@ struct ConfigurationLoaderTests {
     @Test func aBooleanFlagAloneIsTrueAndAListFlagTakesSeveralValues() throws {
         #expect(try load(["--fetch-allow-private-networks", "--worker-concurrency", "8"]).fetch.allowPrivateNetworks)
         #expect(try load(["--retry-delays", "5s", "30s"]).retry.delays == [5, 30])
+        #expect(try load(["--retry-delays", "5s", "--retry-delays", "30s,1m"]).retry.delays == [5, 30, 60])
     }
 
     // MARK: Secrets

@@ -160,11 +160,19 @@ package enum RobotsTxt {
         return bytes
     }
 
-    /// Grown as it goes, not reserved ahead: the stored rule must not keep the memory of a long
-    /// run of `*` it collapsed (the cache charges a rule by its capacity).
+    /// Sized to what it keeps: the stored rule must not keep the memory of a long run of `*` it
+    /// collapsed, nor spare room from growing (the cache charges a rule by its capacity).
     private static func collapsingStars(_ pattern: [UInt8]) -> [UInt8] {
+        let star = UInt8(ascii: "*")
+        var kept = 0
+        var previous: UInt8?
+        for byte in pattern where !(byte == star && previous == star) {
+            kept += 1
+            previous = byte
+        }
         var out: [UInt8] = []
-        for byte in pattern where !(byte == UInt8(ascii: "*") && out.last == UInt8(ascii: "*")) { out.append(byte) }
+        out.reserveCapacity(kept)
+        for byte in pattern where !(byte == star && out.last == star) { out.append(byte) }
         return out
     }
 
