@@ -64,11 +64,6 @@ extension ConfigurationLoader {
     /// another flag; a boolean flag takes it only when it reads as a boolean (`true`, `no`, …).
     /// Unknown flags stay with the configuration, where the loader refuses them.
     package static func partition(_ arguments: [String]) -> (configuration: [String], operands: [String]) {
-        var kinds: [String: ConfigurationKey.Kind] = ["--config": .string]
-        for key in ConfigurationKey.all {
-            kinds[key.flag] = key.kind
-            kinds["--" + ConfigText.replacing(["."], with: "-", in: key.name)] = key.kind
-        }
         var configuration: [String] = []
         var operands: [String] = []
         var index = arguments.startIndex
@@ -80,8 +75,8 @@ extension ConfigurationLoader {
                 continue
             }
             configuration.append(argument)
-            guard !argument.utf8.contains(UInt8(ascii: "=")), let kind = kinds[argument], index < arguments.endIndex
-            else {
+            let kind = argument == "--config" ? .string : ConfigurationKey.bySpelling[argument]?.key.kind
+            guard !argument.utf8.contains(UInt8(ascii: "=")), let kind, index < arguments.endIndex else {
                 continue
             }
             let next = arguments[index]

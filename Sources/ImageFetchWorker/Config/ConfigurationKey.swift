@@ -99,6 +99,18 @@ package struct ConfigurationKey: Sendable {
         defaultOverride ?? show(WorkerConfiguration()) ?? "(unset)"
     }
 
+    /// Each key by both spellings of its flag (`--fetch-max-bytes`, and the provider's own
+    /// `--fetch-max_bytes`), with the provider's spelling; `--config` is not a key.
+    static let bySpelling: [String: (library: String, key: ConfigurationKey)] = {
+        var spellings: [String: (library: String, key: ConfigurationKey)] = [:]
+        for key in all {
+            let library = "--" + ConfigText.replacing(["."], with: "-", in: key.name)
+            spellings[library] = (library, key)
+            spellings[key.flag] = (library, key)
+        }
+        return spellings
+    }()
+
     static func flag(forKey key: String) -> String {
         "--" + ConfigText.replacing([".", "_"], with: "-", in: key)
     }

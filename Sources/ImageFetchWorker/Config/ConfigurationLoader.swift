@@ -210,12 +210,6 @@ package enum ConfigurationLoader {
     /// scalar, at most one for a boolean, at least one for a list; a scalar's flag is given once;
     /// the lines of a repeated `fetch.headers` are joined here.
     private static func canonicalFlags(_ arguments: [String]) throws(ConfigurationError) -> [String] {
-        var spellings: [String: (library: String, key: ConfigurationKey?)] = ["--config": ("--config", nil)]
-        for key in ConfigurationKey.all {
-            let library = "--" + ConfigText.replacing(["."], with: "-", in: key.name)
-            spellings[library] = (library, key)
-            spellings[key.flag] = (library, key)
-        }
         var flags: [(given: String, library: String, key: ConfigurationKey?, values: [String])] = []
         for (index, argument) in arguments.enumerated() {
             guard argument.hasPrefix("--") else {
@@ -229,14 +223,18 @@ package enum ConfigurationLoader {
                 continue
             }
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let spelling = spellings[String(parts[0])] else {
+            let given = String(parts[0])
+            let spelling: (library: String, key: ConfigurationKey?)? =
+                given == "--config"
+                ? ("--config", nil) : ConfigurationKey.bySpelling[given].map { ($0.library, $0.key) }
+            guard let spelling else {
                 throw ConfigurationError(
                     key: "arguments",
                     problem:
                         "unknown flag \(ConfigText.quoted(String(parts[0]))), configuration flags look like --worker-concurrency 8"
                 )
             }
-            flags.append((String(parts[0]), spelling.library, spelling.key, parts.count == 2 ? [String(parts[1])] : []))
+            flags.append((given, spelling.library, spelling.key, parts.count == 2 ? [String(parts[1])] : []))
         }
         var canonical: [String] = []
         var linesAt: [String: Int] = [:]

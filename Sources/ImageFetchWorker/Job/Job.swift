@@ -92,13 +92,6 @@ public struct Job: Sendable, Equatable {
     public static func decode(
         _ delivery: Delivery, allowedHeaders: Set<String> = [], tenantHeader: String? = nil
     ) -> Result<Job, JobError> {
-        if delivery.properties.headersCut {
-            let depth = AMQPTableDecoder.maxDepth
-            return .failure(
-                JobError(
-                    .invalidJob,
-                    "a header nests deeper than \(depth) levels, has a name that is not UTF-8, or gives a name twice"))
-        }
         let body: JobBodyScanner.Fields
         switch JobBodyScanner.scan(delivery.body).map(Result.success) ?? decodeBody(delivery.body) {
         case .success(let fields): body = fields
