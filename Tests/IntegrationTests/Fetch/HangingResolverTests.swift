@@ -28,8 +28,10 @@ struct HangingResolverTests {
 
     /// Builds the shim with the system's C compiler; its path.
     static func buildShim() throws -> String {
-        let source = TestScratch.path("hang-resolver-\(UUID().uuidString).c")
-        let library = source.replacingOccurrences(of: ".c", with: ".so")
+        // Both names from one stem: the scratch folder's own name may hold ".c" (mktemp's letters).
+        let stem = TestScratch.path("hang-resolver-\(UUID().uuidString)")
+        let source = stem + ".c"
+        let library = stem + ".so"
         try shimSource.write(toFile: source, atomically: true, encoding: .utf8)
         let compiler = Process()
         compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
