@@ -62,7 +62,8 @@ extension ConfigurationLoader {
             if let key = duplicate {
                 throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) gives \(key) twice")
             }
-            return ConfigFileProvider(file: snapshot, path: path)
+            return ConfigFileProvider(
+                file: snapshot, path: path, literals: isJSON ? JSONLiterals(data: data) : JSONLiterals())
         } catch let error as ConfigurationError {
             throw error
         } catch {

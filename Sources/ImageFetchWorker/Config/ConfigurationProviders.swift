@@ -37,11 +37,17 @@ extension FixedConfigProvider {
 struct ConfigFileProvider: FixedConfigProvider {
     let file: any ConfigSnapshot
     let path: String
+    /// A JSON file's booleans and numbers as written; empty for YAML, whose snapshot keeps them apart.
+    var literals = JSONLiterals()
 
     var providerName: String { "config file" }
 
     func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
-        try file.value(forKey: key, type: type)
+        let encodedKey = key.components.joined(separator: ".")
+        if let content = literals.content(forKey: encodedKey, type: type) {
+            return LookupResult(encodedKey: encodedKey, value: ConfigValue(content, isSecret: false))
+        }
+        return try file.value(forKey: key, type: type)
     }
 }
 

@@ -57,6 +57,39 @@ struct ConfigFileTests {
         #expect(try problem(json) == "loaded")
     }
 
+    /// JSON's `true` is no number and `1.5` no boolean. `JSONSerialization` hands both out as
+    /// numbers, so `{"amqp": {"prefetch": true}}` ran with a prefetch of 1 and `"declare": 2` read
+    /// as true. A JSON file now means what the same YAML file means.
+    @Test(arguments: [
+        (#"{"amqp": {"prefetch": true}}"#, #"amqp.prefetch: must be an integer between 1 and 65535, got "true""#),
+        (
+            #"{"fetch": {"max_redirects": false}}"#,
+            #"fetch.max_redirects: must be an integer between 0 and 50, got "false""#
+        ),
+        (#"{"fetch.timeout": true}"#, #"fetch.timeout: must be a number of seconds"#),
+        (#"{"queue": {"declare": 2}}"#, #"queue.declare: must be true or false (or 1/0, yes/no), got "2""#),
+        (#"{"queue": {"declare": 1.5}}"#, #"queue.declare: must be true or false (or 1/0, yes/no), got "1.5""#),
+        (#"{"retry": {"delays": [true]}}"#, #"retry.delays: "#),
+    ])
+    func aBooleanIsNoNumberAndANumberNoBoolean(json: String, expected: String) throws {
+        let line = try problem(json)
+        #expect(line.hasPrefix("configuration error: " + expected), "\(line)")
+    }
+
+    @Test func nativeValuesOfTheKeysOwnTypeStillLoad() throws {
+        let json =
+            #"{"amqp": {"prefetch": 64}, "queue": {"declare": false}, "storage": {"fsync": 1},"#
+            + #" "fetch": {"timeout": 2.5, "max_redirects": 2.0}, "retry": {"delays": [1, 2]}}"#
+        let file = try TempConfigFile(contents: json)
+        let configuration = try ConfigurationLoader.load(arguments: ["--config", file.path], environment: [:])
+        #expect(configuration.amqp.prefetch == 64)
+        #expect(configuration.queue.declare == false)
+        #expect(configuration.storage.fsync == true)
+        #expect(configuration.fetch.timeout == 2.5)
+        #expect(configuration.fetch.maxRedirects == 2)
+        #expect(configuration.retry.delays == [1, 2])
+    }
+
     @Test func aFileThatIsNotASmallRegularFileIsRefused() throws {
         let large = try TempConfigFile(contents: "{\"x\": \"" + String(repeating: "a", count: 2 << 20) + "\"}")
         let tooLarge = Result { try ConfigurationLoader.load(arguments: ["--config", large.path], environment: [:]) }
