@@ -96,6 +96,20 @@ struct Depth: ParsableCommand {
 
     func run() throws {
         let configuration = loadConfiguration(settings)
+        // The URL is checked before the broker is asked anything: a wrong one is the command's mistake.
+        var api: ManagementAPI?
+        if let managementURL {
+            do {
+                api = try ManagementAPI(
+                    url: managementURL, fallback: configuration.amqp.urls[0], fetch: configuration.fetch)
+            } catch {
+                FileHandle.standardError.write(
+                    Data(
+                        "\(error.isConfiguration ? "configuration error" : "cannot read the management API"): \(error)\n"
+                            .utf8))
+                throw ExitCode(error.isConfiguration ? ConfigurationError.exitStatus : QueueDepth.ExitStatus.cannotRead)
+            }
+        }
         var rows: [QueueDepth.Row]
         do {
             rows = try QueueDepth.sample(configuration)
@@ -103,11 +117,8 @@ struct Depth: ParsableCommand {
             FileHandle.standardError.write(Data("cannot read queue depth: \(error)\n".utf8))
             throw ExitCode(QueueDepth.ExitStatus.cannotRead)
         }
-        if let managementURL {
+        if let api {
             do {
-                let api = try ManagementAPI(
-                    url: managementURL, fallback: configuration.amqp.urls[0],
-                    fetch: configuration.fetch)
                 rows = try QueueDepth.addManagementStats(rows, api: api, configuration: configuration)
             } catch {
                 FileHandle.standardError.write(Data("cannot read the management API: \(error)\n".utf8))

@@ -56,6 +56,21 @@ struct CommandLineTests {
         #expect(badTracing.output.contains("OTEL_TRACES_EXPORTER"), "\(badTracing.output)")
     }
 
+    /// A management URL that is no http(s) URL is a mistake in the command, not an API that could
+    /// not be read: one `configuration error` line and 78, before the broker is asked anything
+    /// (it exited 2, "cannot read the management API", like an unreachable one).
+    @Test(arguments: ["ftp://rabbitmq:15672", "rabbitmq:15672", "http://", "http://guest:secret@"])
+    func depthRefusesAManagementURLThatIsNoURL(url: String) async throws {
+        let configuration = try TestBroker.configuration("depth-url")
+        defer { TestBroker.cleanUp(configuration) }
+        let result = try await run(
+            ["depth", "--management-url", url], TestBroker.environment(configuration, storage: "/nonexistent"))
+        #expect(result.status == 78, "\(result.output)")
+        #expect(
+            result.output
+                == "configuration error: --management-url must be an http or https URL, like http://rabbitmq:15672\n")
+    }
+
     /// A start-up failure that is not the configuration's (the storage root cannot be made) exits
     /// 1 with one `cannot start` line, which names no job's error code: start-up is no job.
     @Test func aStorageRootThatCannotBeMadeStopsTheStart() async throws {

@@ -43,6 +43,9 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
     package struct Failure: Error, Sendable, CustomStringConvertible {
         /// One line for the operator.
         package var description: String
+        /// The URL itself is wrong: a mistake in the command (exit 78), not an API that could not
+        /// be read.
+        package var isConfiguration = false
     }
 
     /// The base URL without user info, e.g. `http://rabbitmq:15672` or `https://host/rabbitmq`.
@@ -66,7 +69,9 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
             let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = components.host, !host.isEmpty
         else {
-            throw Failure(description: "--management-url must be an http or https URL, like http://rabbitmq:15672")
+            throw Failure(
+                description: "--management-url must be an http or https URL, like http://rabbitmq:15672",
+                isConfiguration: true)
         }
         if let urlUser = components.percentEncodedUser, !urlUser.isEmpty {
             user = urlUser.removingPercentEncoding ?? urlUser
