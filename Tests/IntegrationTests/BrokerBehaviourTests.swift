@@ -391,6 +391,8 @@ struct BrokerBehaviourTests {
             ((try? String(contentsOfFile: accepts, encoding: .utf8)) ?? "").split(separator: "\n").count
         }
         #expect(await eventually(timeout: 10) { AMQPPeer.accepts(port: port) }, "the listener never listened")
+        // The listener logs the probe after its accept returns, which can be after the connect did.
+        #expect(await eventually(timeout: 10) { acceptCount() >= 1 }, "the listener never logged the probe")
         let probes = acceptCount()
 
         let worker = try WorkerProcess(

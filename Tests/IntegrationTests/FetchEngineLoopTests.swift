@@ -44,8 +44,11 @@ struct FetchEngineLoopTests {
             let count = 200
             let start = DispatchTime.now().uptimeNanoseconds
             let responses = await withTaskGroup(of: FetchResponse.self) { group in
+                // 3 s responses: time for all 200 to connect and overlap on a busy machine (with
+                // 300 ms, connecting 200 at a loaded machine's pace let only about half overlap).
+                // One after another they would take 600 s.
                 for _ in 0..<count {
-                    group.addTask { await FetchEngineTests.fetch(engine, origin.url("/slow?ms=300")) }
+                    group.addTask { await FetchEngineTests.fetch(engine, origin.url("/slow?ms=3000")) }
                 }
                 var all: [FetchResponse] = []
                 for await response in group { all.append(response) }
@@ -55,7 +58,7 @@ struct FetchEngineLoopTests {
             #expect(responses.count == count)
             #expect(responses.allSatisfy { $0.error == nil && $0.body == TestOrigin.okBody })
             #expect(origin.stats.maxInFlight >= count * 3 / 4)
-            #expect(seconds < 3)
+            #expect(seconds < 8)
         }
     }
 

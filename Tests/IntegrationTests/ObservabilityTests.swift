@@ -166,9 +166,12 @@ struct ObservabilityTests {
         #expect(resultContext.spanIDHex != "b7ad6b7169203331")
         #expect(resultContext.traceState == "vendor=x1")
 
+        // Both jobs' spans: they can come in different export batches, in either order.
         #expect(
             await eventually(timeout: 20) {
-                receiver.spans.contains { $0.name.hasPrefix("process ") && $0.traceID != resultContext.traceID.hex }
+                let processes = receiver.spans.filter { $0.name.hasPrefix("process ") }
+                return processes.contains { $0.traceID != resultContext.traceID.hex }
+                    && processes.contains { $0.traceID == resultContext.traceID.hex }
             })
         let spans = receiver.spans
         let inTrace = spans.filter { $0.traceID == "0af7651916cd43dd8448eb211c80319c" }

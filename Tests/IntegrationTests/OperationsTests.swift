@@ -130,21 +130,22 @@ struct OperationsTests {
         let configuration = try TestBroker.configuration("readydrain")
         defer { TestBroker.cleanUp(configuration) }
         let (worker, endpoint) = try Self.startWorker(
-            configuration, extra: ["WORKER_CONCURRENCY": "4", "WORKER_DRAIN_TIMEOUT": "10"])
+            configuration, extra: ["WORKER_CONCURRENCY": "4", "WORKER_DRAIN_TIMEOUT": "20"])
         #expect(await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 200 }, "never ready:\n\(worker.log)")
         #expect(await endpoint.get("/healthz").status == 200)
-        let bodies = (0..<8).map { JobPublisher.jobBody(id: "s\($0)", url: origin.url("/slow?ms=3000&n=\($0)")) }
+        // 10 s fetches: the checks below must all fall inside the drain, on a busy machine too.
+        let bodies = (0..<8).map { JobPublisher.jobBody(id: "s\($0)", url: origin.url("/slow?ms=10000&n=\($0)")) }
         #expect(try TestBroker.publish(configuration, bodies: bodies) == 8)
         #expect(await eventuallyAsync(timeout: 20) { origin.stats.inFlight >= 4 })
 
         worker.signal(SIGTERM)
         #expect(await eventuallyAsync(timeout: 2) { await endpoint.readiness() == 503 })
-        // Still draining: the slow fetches take 3 s, and the process serves /healthz meanwhile.
+        // Still draining: the slow fetches take 10 s, and the process serves /healthz meanwhile.
         #expect(worker.isRunning)
         #expect(await endpoint.get("/healthz").status == 200)
         let state = await endpoint.metrics()
         #expect(state["image_fetch_broker_connection_state", ["state": "consuming"]] == 0)
-        #expect(await worker.waitForExit(timeout: 20) == 0, "log:\n\(worker.log.suffix(3000))")
+        #expect(await worker.waitForExit(timeout: 30) == 0, "log:\n\(worker.log.suffix(3000))")
         try await origin.shutdown()
     }
 

@@ -122,11 +122,6 @@ struct TamperingBrokerTests {
     ) async throws -> (TamperingProxy, WorkerProcess) {
         let url = try #require(TestBroker.url)
         _ = try TestBroker.publish(configuration, bodies: [])  // declare the topology
-        let padding = String(repeating: "x", count: 100_000)
-        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
-        try AMQPPeer.publish(
-            url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]),
-            expiration: expiration)
         let proxy = try await TamperingProxy(configuration, mode: "noconfirm-dead")
         let worker = try WorkerProcess(
             environment: TestBroker.environment(configuration, storage: WorkerEndToEndTests.storageFolder())
@@ -136,6 +131,16 @@ struct TamperingBrokerTests {
                         "AMQP_CONFIRM_TIMEOUT": "3",
                     ]
                 ) { _, new in new })
+        // The job goes out once the worker consumes: its TTL must not run out while the worker starts.
+        let consuming = await eventually(timeout: 30) {
+            (try? TestBroker.listQueues()[configuration.queue.jobs]?.consumers) == 1
+        }
+        try #require(consuming, "the worker never consumed; log:\n\(worker.log.suffix(3000))")
+        let padding = String(repeating: "x", count: 100_000)
+        let large = #"{"id":"large","url":"http://127.0.0.1:9/never.png","padding":"\#(padding)"}"#
+        try AMQPPeer.publish(
+            url: url, queue: configuration.queue.jobs, body: large, headers: WireTable.encode([]),
+            expiration: expiration)
         return (proxy, worker)
     }
 

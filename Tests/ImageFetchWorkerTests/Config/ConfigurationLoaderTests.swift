@@ -353,7 +353,8 @@ struct ConfigurationLoaderTests {
         let file = try TempFile(extension: "yaml", contents: "amqp:\n  url: \"\(url)\"\n")
         let error = loadError(["--config", file.path])
         #expect(error?.key == "amqp.url")
-        #expect(error?.description.contains("hun") == false)
+        // Without the file's own path, whose folder has random letters (mktemp's).
+        #expect(error?.description.replacingOccurrences(of: file.path, with: "").contains("hun") == false)
     }
 
     @Test func secretFromFile() throws {

@@ -42,8 +42,11 @@ struct TenantFairnessTests {
         let ids = results.objects.map { $0["id"] as? String ?? "" }
         #expect(results.objects.allSatisfy { $0["status"] as? String == "ok" })
         let lastSmall = try #require(ids.lastIndex { $0.hasPrefix("small-") })
-        let share = Double(ids[...lastSmall].count { $0.hasPrefix("small-") }) / Double(lastSmall + 1)
-        print("tenants: the small tenant had \(Int(share * 100)) % of the first \(lastSmall + 1) results")
+        // Counted after the first 4 results: those jobs took the permits before the small tenant's
+        // arrived, and on a slow machine the next round can go the same way (arrival order).
+        let counted = ids[4...lastSmall]
+        let share = Double(counted.count { $0.hasPrefix("small-") }) / Double(counted.count)
+        print("tenants: the small tenant had \(Int(share * 100)) % of results 5 to \(lastSmall + 1)")
         #expect(share >= 0.4, "the small tenant had \(share) of the results while both had work")
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
