@@ -22,7 +22,7 @@ struct Config: ParsableCommand {
             _ = try TracingSetup.configuration(environment: environment)
             print(ConfigurationHelp.report(resolved))
         } catch {
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            StandardError.write("\(error)\n")
             throw ExitCode(ConfigurationError.exitStatus)
         }
     }

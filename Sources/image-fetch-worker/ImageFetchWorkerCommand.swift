@@ -9,7 +9,7 @@ func loadConfiguration(_ arguments: [String]) -> WorkerConfiguration {
     do {
         return try ConfigurationLoader.load(arguments: arguments, environment: ProcessInfo.processInfo.environment)
     } catch {
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        StandardError.write("\(error)\n")
         exit(ConfigurationError.exitStatus)
     }
 }
@@ -34,7 +34,7 @@ struct Run: ParsableCommand {
         do {
             try TracingSetup.bootstrap(environment: ProcessInfo.processInfo.environment, logger: logger)
         } catch {
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            StandardError.write("\(error)\n")
             throw ExitCode(error is ConfigurationError ? ConfigurationError.exitStatus : 1)
         }
         let worker: Worker
@@ -46,7 +46,7 @@ struct Run: ParsableCommand {
             try worker.start()
         } catch let error as ConfigurationError {
             // Such as S3 credentials that cannot be had at start-up: one line, EX_CONFIG.
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            StandardError.write("\(error)\n")
             Foundation.exit(ConfigurationError.exitStatus)
         } catch {
             logger.critical("cannot start: \(error)")
@@ -103,10 +103,9 @@ struct Depth: ParsableCommand {
                 api = try ManagementAPI(
                     url: managementURL, fallback: configuration.amqp.urls[0], fetch: configuration.fetch)
             } catch {
-                FileHandle.standardError.write(
-                    Data(
-                        "\(error.isConfiguration ? "configuration error" : "cannot read the management API"): \(error)\n"
-                            .utf8))
+                StandardError.write(
+                    "\(error.isConfiguration ? "configuration error" : "cannot read the management API"): \(error)\n"
+                )
                 throw ExitCode(error.isConfiguration ? ConfigurationError.exitStatus : QueueDepth.ExitStatus.cannotRead)
             }
         }
@@ -114,14 +113,14 @@ struct Depth: ParsableCommand {
         do {
             rows = try QueueDepth.sample(configuration)
         } catch {
-            FileHandle.standardError.write(Data("cannot read queue depth: \(error)\n".utf8))
+            StandardError.write("cannot read queue depth: \(error)\n")
             throw ExitCode(QueueDepth.ExitStatus.cannotRead)
         }
         if let api {
             do {
                 rows = try QueueDepth.addManagementStats(rows, api: api, configuration: configuration)
             } catch {
-                FileHandle.standardError.write(Data("cannot read the management API: \(error)\n".utf8))
+                StandardError.write("cannot read the management API: \(error)\n")
                 throw ExitCode(QueueDepth.ExitStatus.cannotRead)
             }
         }

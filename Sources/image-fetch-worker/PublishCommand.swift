@@ -105,7 +105,7 @@ struct Publish: ParsableCommand {
             print("\(confirmed) of \(urls.count) jobs confirmed on \(configuration.queue.jobs)")
             if confirmed != urls.count { throw ExitCode(1) }
         } catch let error as AMQPError {
-            FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
+            StandardError.write("cannot publish: \(error)\n")
             throw ExitCode(1)
         }
     }
@@ -143,12 +143,12 @@ struct Publish: ParsableCommand {
             do {
                 startAfter = try PublishProgress.read(progressPath)
             } catch {
-                FileHandle.standardError.write(Data("cannot resume: \(error)\n".utf8))
+                StandardError.write("cannot resume: \(error)\n")
                 throw ExitCode(66)
             }
         }
         if let path, !FileManager.default.isReadableFile(atPath: path) {
-            FileHandle.standardError.write(Data("cannot read \(path)\n".utf8))
+            StandardError.write("cannot read \(path)\n")
             throw ExitCode(66)
         }
         let configuration = loadConfiguration(settings)
@@ -163,7 +163,7 @@ struct Publish: ParsableCommand {
                 configuration: configuration,
                 logger: Logger(label: "image-fetch-worker.publish"))
         } catch {
-            FileHandle.standardError.write(Data("cannot publish: \(error)\n".utf8))
+            StandardError.write("cannot publish: \(error)\n")
             throw ExitCode(1)
         }
         let stop = StopSignal()
@@ -180,7 +180,7 @@ struct Publish: ParsableCommand {
         print(text)
         if let (line, outcome) = summary.unconfirmed {
             let text = "line \(line) was not confirmed (\(outcome)); the run stopped there\n"
-            FileHandle.standardError.write(Data(text.utf8))
+            StandardError.write(text)
             throw ExitCode(1)
         }
         if let signal = summary.stoppedBySignal { throw ExitCode(128 + signal) }

@@ -158,7 +158,7 @@ struct JSONLPublishRun {
     }
 
     private func warn(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        StandardError.write(text + "\n")
     }
 }
 
@@ -183,7 +183,7 @@ final class StopSignal: @unchecked Sendable {
                 guard caught.compareExchange(expected: 0, desired: signo, ordering: .relaxed).exchanged else {
                     exit(128 + signo)
                 }
-                FileHandle.standardError.write(Data("stopping: waiting for the confirms of the lines sent\n".utf8))
+                StandardError.write("stopping: waiting for the confirms of the lines sent\n")
             }
             source.resume()
             sources.append(source)
@@ -204,18 +204,18 @@ private final class ProgressLine {
         guard enabled, now - lastShown >= 250_000_000 else { return }
         lastShown = now
         shown = true
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + text()).utf8))
+        StandardError.write("\r\u{1B}[K" + text())
     }
 
     /// A line of its own on standard error.
     func report(_ text: String) {
-        FileHandle.standardError.write(Data(((shown ? "\r\u{1B}[K" : "") + text + "\n").utf8))
+        StandardError.write((shown ? "\r\u{1B}[K" : "") + text + "\n")
         shown = false
     }
 
     func clear() {
         guard shown else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        StandardError.write("\r\u{1B}[K")
         shown = false
     }
 }

@@ -54,7 +54,7 @@ struct Redrive: ParsableCommand {
             let summary = try redrive.run { entry in
                 let line = entry.reportLine
                 if let why = entry.kept {
-                    FileHandle.standardError.write(Data("kept \(line): its copy cannot be written (\(why))\n".utf8))
+                    StandardError.write("kept \(line): its copy cannot be written (\(why))\n")
                 } else {
                     print("\(verb) \(line)")
                 }
@@ -63,7 +63,7 @@ struct Redrive: ParsableCommand {
                 "\(summary.moved) of \(summary.scanned) dead letters \(verb) from \(configuration.queue.dead) to \(configuration.queue.jobs)"
             )
         } catch {
-            FileHandle.standardError.write(Data("cannot redrive: \(error)\n".utf8))
+            StandardError.write("cannot redrive: \(error)\n")
             throw ExitCode(1)
         }
     }

@@ -14,11 +14,9 @@ package struct JSONLogHandler: LogHandler {
     package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let output: @Sendable ([UInt8]) -> Void
-    private static let standardError = Mutex(FileHandle.standardError)
-
     /// A handler that writes to standard error.
     package init(label: String) {
-        self.init(label: label) { line in Self.standardError.withLock { $0.write(Data(line)) } }
+        self.init(label: label) { line in StandardError.write(line) }
     }
 
     /// A handler that hands each line, newline included, to `output` (tests, other sinks).
@@ -71,6 +69,36 @@ package enum LoggingSetup {
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = level
                 return handler
+            }
+        }
+    }
+}
+
+/// Standard error for whole lines, from any thread. Not `FileHandle.write`, which traps on an
+/// error: a log reader that went away (EPIPE) or a full disk must cost lines, not the process.
+package enum StandardError {
+    private static let lock = Mutex(())
+
+    /// Writes `text` and drops what cannot be written.
+    package static func write(_ text: String) {
+        write(Array(text.utf8))
+    }
+
+    /// Writes `bytes` and drops what cannot be written.
+    package static func write(_ bytes: [UInt8]) {
+        lock.withLock { _ in
+            bytes.withUnsafeBytes { buffer in
+                var offset = 0
+                while offset < buffer.count {
+                    let written = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                    if written > 0 {
+                        offset += written
+                    } else if written < 0, errno == EINTR {
+                        continue
+                    } else {
+                        return
+                    }
+                }
             }
         }
     }

@@ -17,7 +17,8 @@ final class WorkerProcess: @unchecked Sendable {
         return root.appendingPathComponent(".build/debug/image-fetch-worker").path
     }
 
-    init(arguments: [String] = ["run"], environment: [String: String]) throws {
+    /// With `standardError`, the worker's standard error goes there instead of the log file.
+    init(arguments: [String] = ["run"], environment: [String: String], standardError: FileHandle? = nil) throws {
         logURL = URL(fileURLWithPath: TestScratch.path("worker-\(UUID().uuidString).log"))
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let log = try FileHandle(forWritingTo: logURL)
@@ -28,7 +29,7 @@ final class WorkerProcess: @unchecked Sendable {
         env["LOG_SUMMARY_INTERVAL"] = env["LOG_SUMMARY_INTERVAL"] ?? "2"
         process.environment = env
         process.standardOutput = log
-        process.standardError = log
+        process.standardError = standardError ?? log
         process.terminationHandler = { [exitedAt] _ in exitedAt.moment.withLock { $0 = Date() } }
         try process.run()
     }
