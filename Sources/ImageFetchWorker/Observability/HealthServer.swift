@@ -208,7 +208,15 @@ private final class EndpointHandler: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
-            route(context: context, head: head)
+            // On a turn of the loop of its own: NIO's pipeline handler hands over the next
+            // request held behind an answer while that answer's end is written, so answering
+            // here would nest one stack frame chain per request a client pipelined (thousands
+            // overflowed the loop's stack).
+            let bound = NIOLoopBound((self, context, head), eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                let (handler, context, head) = bound.value
+                handler.route(context: context, head: head)
+            }
         }
     }
 
@@ -272,12 +280,14 @@ private final class EndpointHandler: ChannelInboundHandler {
             context.write(
                 wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
         }
+        // The connection waits for its next request from here, and a client that went meanwhile
+        // (a probe that timed out) is not listed as idle again. Before the end is written: that
+        // write can hand over a request already held, which must find the deadline cancelled.
+        if keepAlive, context.channel.isActive { awaitRequest(context) }
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if !keepAlive {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            awaitRequest(context)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import ImageFetchWorker
 import Logging
 import NIOCore
@@ -87,6 +88,58 @@ import Glibc
         usleep(2000000)
         #expect(calls.count.load(ordering: .relaxed) < 100, "answers made for a client that reads none")
         #expect(Self.closedByServer(fd, within: 5))
+    }
+
+    /// Requests pipelined behind a `/healthz` wait in NIO's pipeline handler until its answer is
+    /// written; each answer written then handed the next request over on the same stack, so
+    /// thousands of them, read in one go, nested thousands deep and overflowed the event loop's
+    /// stack, which killed the worker. Now each waits for its own turn of the loop.
+    @Test(.timeLimit(.minutes(1)))
+    func manyRequestsPipelinedBehindAHealthCheckAreAnsweredOneByOne() throws {
+        let (server, _) = try Self.server()
+        defer { server.shutdown() }
+        let fd = Self.connect(server.port)
+        defer { close(fd) }
+        // The first half, answered as it comes, makes the connection's reads grow to their
+        // largest (4 × 64 KiB in one turn of the loop); the second waits behind the health check.
+        let half = 20_000
+        let count = 2 * half
+        let head = String(repeating: "HEAD /readyz HTTP/1.1\r\nHost: x\r\n\r\n", count: half)
+        let requests = head + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + head
+        // Sent from another thread while this one reads the answers, so that the server's writes
+        // never wait for the client.
+        let sender = Thread { Self.send(fd, requests) }
+        sender.start()
+        var answers = 0
+        var carry: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let marker = Array("HTTP/1.1 ".utf8)
+        let deadline = DispatchTime.now().uptimeNanoseconds + 30_000_000_000
+        while answers < count + 1, DispatchTime.now().uptimeNanoseconds < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let received = recv(fd, &buffer, buffer.count, 0)
+            guard received > 0 else { break }
+            carry += buffer[..<received]
+            var index = 0
+            while index + marker.count <= carry.count {
+                if carry[index..<index + marker.count].elementsEqual(marker) {
+                    answers += 1
+                    index += marker.count
+                } else {
+                    index += 1
+                }
+            }
+            carry.removeFirst(max(0, carry.count - (marker.count - 1)))
+        }
+        #expect(answers == count + 1)
+        // And the endpoint still answers.
+        let probe = Self.connect(server.port)
+        defer { close(probe) }
+        Self.send(probe, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        var answer = [UInt8](repeating: 0, count: 256)
+        #expect(
+            String(decoding: answer[..<max(recv(probe, &answer, 256, 0), 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
     }
 
     /// One client that holds every connection the endpoint allows cannot lock the probes out: a
