@@ -323,10 +323,11 @@ private struct Lookup {
 
     /// The value of the highest provider that has the key, or nil when none has it.
     func find(_ key: ConfigurationKey) throws(ConfigurationError) -> Found? {
+        var mismatch: String?
         for type in key.kind.lookupTypes {
             read(key, as: type)
             guard let event = last.take() else { return nil }
-            var mismatch: String?
+            mismatch = nil
             for result in event.providerResults {
                 switch result.result {
                 case .success(let lookup):
@@ -342,7 +343,10 @@ private struct Lookup {
             }
             if mismatch == nil { return nil }
         }
-        return nil
+        // A value none of the key's types can read (a JSON number for the header lines): an error,
+        // not the default in silence.
+        let source = mismatch == "config file" ? "config file \(filePath ?? "")" : mismatch
+        throw ConfigurationError(key: key.name, problem: "has a value of a type this key does not take", source: source)
     }
 
     private func found(

@@ -44,7 +44,14 @@ struct ConfigFileProvider: FixedConfigProvider {
 
     func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult {
         let encodedKey = key.components.joined(separator: ".")
-        if let content = literals.content(forKey: encodedKey, type: type) {
+        let content: ConfigContent?
+        do {
+            content = try literals.content(forKey: encodedKey, type: type)
+        } catch {
+            throw ConfigurationError(
+                key: encodedKey, problem: "takes no true or false", source: "config file \(path)")
+        }
+        if let content {
             return LookupResult(encodedKey: encodedKey, value: ConfigValue(content, isSecret: false))
         }
         return try file.value(forKey: key, type: type)

@@ -5,16 +5,19 @@ import Foundation
 ///
 /// `JSONSerialization` hands out `true` and `1` alike as numbers, and the JSON snapshot converts
 /// between them on request: `{"amqp": {"prefetch": true}}` ran with a prefetch of 1, and
-/// `"declare": 2` read as true. ``ConfigFileProvider`` asks this table first, so that a boolean is
-/// offered as a number, or a number as a boolean, only as its text, which the key's own parser
-/// then refuses by its own rule (as a YAML file's `prefetch: true` always was).
+/// `"declare": 2` read as true. ``ConfigFileProvider`` asks this table first: a boolean is refused
+/// for any key but a boolean one, and a number is offered to a boolean key only as its text,
+/// which the key's own parser then judges (`1` and `0` pass, as in YAML).
 struct JSONLiterals {
     enum Literal: Equatable {
-        case boolean(Bool)
+        case boolean
         case number(String)
-        /// A list that holds a boolean: its items as text.
-        case listWithBoolean([String])
+        /// A list that holds a boolean.
+        case listWithBoolean
     }
+
+    /// A boolean where the key takes none.
+    struct BooleanRefused: Error {}
 
     /// By dotted key, as the snapshot encodes it (`worker.concurrency`).
     private(set) var byKey: [String: Literal] = [:]
@@ -31,15 +34,11 @@ struct JSONLiterals {
             if let object = value as? [String: Any] {
                 pending.append(contentsOf: object.map { (key + "." + $0.key, $0.value) })
             } else if let number = value as? NSNumber {
-                byKey[key] = Self.isBoolean(number) ? .boolean(number.boolValue) : .number(number.description)
+                byKey[key] = Self.isBoolean(number) ? .boolean : .number(Self.text(number))
             } else if let list = value as? [Any],
                 list.contains(where: { ($0 as? NSNumber).map(Self.isBoolean) == true })
             {
-                byKey[key] = .listWithBoolean(
-                    list.map { item in
-                        guard let number = item as? NSNumber else { return (item as? String) ?? "\(item)" }
-                        return Self.isBoolean(number) ? (number.boolValue ? "true" : "false") : number.description
-                    })
+                byKey[key] = .listWithBoolean
             }
         }
     }
@@ -51,18 +50,24 @@ struct JSONLiterals {
         type(of: number) == booleanClass
     }
 
+    /// The number as JSON wrote it, near enough: not `description`, which rounds to 15 digits
+    /// (`0.9999999999999999` became `1`) and may follow the locale.
+    private static func text(_ number: NSNumber) -> String {
+        switch String(cString: number.objCType) {
+        case "d", "f": String(number.doubleValue)
+        case "Q": String(number.uint64Value)
+        default: String(number.int64Value)
+        }
+    }
+
     /// What the file offers for `key` as `type` when that differs from what the snapshot would
-    /// convert it to: the literal's text; nil to ask the snapshot.
-    func content(forKey key: String, type: ConfigType) -> ConfigContent? {
+    /// convert it to; nil to ask the snapshot.
+    func content(forKey key: String, type: ConfigType) throws(BooleanRefused) -> ConfigContent? {
         switch (byKey[key], type) {
-        case (.boolean, .bool), (.listWithBoolean, .boolArray), (nil, _): nil
-        case (.boolean(let value), .stringArray), (.boolean(let value), .intArray),
-            (.boolean(let value), .doubleArray), (.boolean(let value), .boolArray):
-            .stringArray([value ? "true" : "false"])
-        case (.boolean(let value), _): .string(value ? "true" : "false")
-        case (.number(let text), .bool): .string(text)
-        case (.number, _): nil
-        case (.listWithBoolean(let items), _): .stringArray(items)
+        case (nil, _), (.boolean, .bool), (.listWithBoolean, .boolArray): return nil
+        case (.number(let text), .bool): return .string(text)
+        case (.number, _): return nil
+        case (.boolean, _), (.listWithBoolean, _): throw BooleanRefused()
         }
     }
 }

@@ -59,17 +59,22 @@ struct ConfigFileTests {
 
     /// JSON's `true` is no number and `1.5` no boolean. `JSONSerialization` hands both out as
     /// numbers, so `{"amqp": {"prefetch": true}}` ran with a prefetch of 1 and `"declare": 2` read
-    /// as true. A JSON file now means what the same YAML file means.
+    /// as true. A boolean is now refused for any key but a boolean one (text keys took "true"),
+    /// and a number is read by a boolean key as its text. A value of no type the key reads is an
+    /// error too, not the default.
     @Test(arguments: [
-        (#"{"amqp": {"prefetch": true}}"#, #"amqp.prefetch: must be an integer between 1 and 65535, got "true""#),
-        (
-            #"{"fetch": {"max_redirects": false}}"#,
-            #"fetch.max_redirects: must be an integer between 0 and 50, got "false""#
-        ),
-        (#"{"fetch.timeout": true}"#, #"fetch.timeout: must be a number of seconds"#),
+        (#"{"amqp": {"prefetch": true}}"#, #"amqp.prefetch: takes no true or false"#),
+        (#"{"fetch": {"max_redirects": false}}"#, #"fetch.max_redirects: takes no true or false"#),
+        (#"{"fetch.timeout": true}"#, #"fetch.timeout: takes no true or false"#),
+        (#"{"queue": {"jobs": true}}"#, #"queue.jobs: takes no true or false"#),
+        (#"{"s3": {"bucket": false}}"#, #"s3.bucket: takes no true or false"#),
+        (#"{"amqp": {"prefetch": [true]}}"#, #"amqp.prefetch: takes no true or false"#),
+        (#"{"retry": {"delays": [1, true]}}"#, #"retry.delays: takes no true or false"#),
         (#"{"queue": {"declare": 2}}"#, #"queue.declare: must be true or false (or 1/0, yes/no), got "2""#),
         (#"{"queue": {"declare": 1.5}}"#, #"queue.declare: must be true or false (or 1/0, yes/no), got "1.5""#),
-        (#"{"retry": {"delays": [true]}}"#, #"retry.delays: "#),
+        (#"{"queue": {"declare": 1.0}}"#, #"queue.declare: must be true or false (or 1/0, yes/no), got "1.0""#),
+        (#"{"queue": {"declare": 0.9999999999999999}}"#, #"queue.declare: must be true or false"#),
+        (#"{"fetch": {"headers": 5}}"#, #"fetch.headers: has a value of a type this key does not take"#),
     ])
     func aBooleanIsNoNumberAndANumberNoBoolean(json: String, expected: String) throws {
         let line = try problem(json)
