@@ -59,16 +59,19 @@ struct CommandLineTests {
     /// A management URL that is no http(s) URL is a mistake in the command, not an API that could
     /// not be read: one `configuration error` line and 78, before the broker is asked anything
     /// (it exited 2, "cannot read the management API", like an unreachable one).
-    @Test(arguments: ["ftp://rabbitmq:15672", "rabbitmq:15672", "http://", "http://guest:secret@"])
-    func depthRefusesAManagementURLThatIsNoURL(url: String) async throws {
-        let configuration = try TestBroker.configuration("depth-url")
-        defer { TestBroker.cleanUp(configuration) }
+    @Test(arguments: [
+        ("ftp://rabbitmq:15672", "must be an http or https URL"), ("rabbitmq:15672", "must be an http or https URL"),
+        ("http://", "must be an http or https URL"), ("http://guest:secret@", "must be an http or https URL"),
+        ("http://guest:12/secret@rabbitmq:15672", "has an @ after its host"),
+    ])
+    func depthRefusesAManagementURLThatIsNoURL(url: String, problem: String) async throws {
+        // A broker that is not there: the URL must be refused before it is asked.
         let result = try await run(
-            ["depth", "--management-url", url], TestBroker.environment(configuration, storage: "/nonexistent"))
+            ["depth", "--management-url", url], ["AMQP_URL": "amqp://guest:guest@127.0.0.1:9/%2F"])
         #expect(result.status == 78, "\(result.output)")
-        #expect(
-            result.output
-                == "configuration error: --management-url must be an http or https URL, like http://rabbitmq:15672\n")
+        #expect(result.output.hasPrefix("configuration error: --management-url \(problem)"), "\(result.output)")
+        #expect(result.output.split(separator: "\n").count == 1, "\(result.output)")
+        #expect(!result.output.contains("secret"))
     }
 
     /// A start-up failure that is not the configuration's (the storage root cannot be made) exits

@@ -31,6 +31,23 @@ struct ManagementAPITests {
         #expect(throws: ManagementAPI.Failure.self) { try ManagementAPI(url: url, fallback: amqp) }
     }
 
+    /// A `/`, `?` or `#` left unencoded in the password moves the rest of it into the path, query
+    /// or fragment (`http://guest:12/x@rabbit:15672` is host `guest`, port 12), and the
+    /// unreachable-host message then showed that piece of the password. Such a URL is refused,
+    /// as the command's mistake, without the URL in the message.
+    @Test(arguments: [
+        "http://guest:12/pw@rabbit:15672", "http://guest:pw?x@rabbit:15672", "http://guest:pw#x@rabbit:15672",
+    ])
+    func anUnencodedDelimiterInThePasswordIsRefused(_ url: String) {
+        do {
+            _ = try ManagementAPI(url: url, fallback: amqp)
+            Issue.record("accepted \(url)")
+        } catch {
+            #expect(error.isConfiguration)
+            #expect(!error.description.contains("pw"), "\(error)")
+        }
+    }
+
     @Test func queueStatsAreReadFromTheManagementJSON() throws {
         let body = Array(
             """
