@@ -14,15 +14,16 @@ extension BrokerBehaviourTests {
         defer { TestBroker.cleanUp(configuration) }
         let run = try await Self.pacedRun(
             configuration, jobs: 200, paceMilliseconds: 100,
+            // The drain waits for the jobs whose results the block holds: a long one, so that the
+            // unblock falls inside it even when rabbitmqctl takes its time on a busy machine.
             environment: ["WORKER_CONCURRENCY": "4", "WORKER_DRAIN_TIMEOUT": "30"])
         let (origin, results, endpoint, worker) = (run.origin, run.results, run.endpoint, run.worker)
         defer { results.close() }
         #expect(await eventually(timeout: 30) { results.received.count >= 20 }, "log:\n\(worker.log.suffix(2000))")
         let script = try #require(TestBroker.script)
         defer { _ = try? TestBroker.run(script, ["ctl", "set_vm_memory_high_watermark", "0.4"]) }
-        // Fetches that outlast the block, so that the drain is still waiting when it ends, even when
-        // rabbitmqctl takes its time to clear the alarm on a busy machine.
-        origin.setPace(milliseconds: 25_000)
+        // Fetches that outlast the block, so that the drain is still waiting when it ends.
+        origin.setPace(milliseconds: 6_000)
         try Self.ctl(["set_vm_memory_high_watermark", "0.000001"])
         #expect(
             await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 503 }, "log:\n\(worker.log.suffix(2000))"

@@ -130,7 +130,8 @@ struct OperationsTests {
         let configuration = try TestBroker.configuration("readydrain")
         defer { TestBroker.cleanUp(configuration) }
         let (worker, endpoint) = try Self.startWorker(
-            configuration, extra: ["WORKER_CONCURRENCY": "4", "WORKER_DRAIN_TIMEOUT": "20"])
+            configuration,
+            extra: ["WORKER_CONCURRENCY": "4", "WORKER_DRAIN_TIMEOUT": "20", "FETCH_LOW_SPEED_LIMIT": "0"])
         #expect(await eventuallyAsync(timeout: 20) { await endpoint.readiness() == 200 }, "never ready:\n\(worker.log)")
         #expect(await endpoint.get("/healthz").status == 200)
         // 10 s fetches: the checks below must all fall inside the drain, on a busy machine too.
