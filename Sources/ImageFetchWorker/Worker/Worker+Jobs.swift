@@ -261,6 +261,15 @@ extension JobRunner {
     static func originOutcome(
         _ response: FetchResponse, error: JobError?, retryAfterSeconds: Double?
     ) -> OriginScheduler<JobContext>.FetchOutcome {
+        let duration = UInt64((response.timings?.totalMs ?? 0) * 1e6)
+        switch error?.code {
+        case .connectFailed?, .timeout?, .truncated?:
+            // Also after a status: a body that stalls or breaks off is the origin failing, not a
+            // fast answer (its first byte's latency would have earned it more slots).
+            return .connectFailure(durationNanoseconds: duration)
+        default:
+            break
+        }
         if let status = response.httpStatus, status > 0 {
             let timings = response.timings
             // The origin's own time: first byte after the connection (and TLS) was set up.
@@ -269,10 +278,7 @@ extension JobRunner {
                 status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
                 durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfterSeconds)
         }
-        let duration = UInt64((response.timings?.totalMs ?? 0) * 1e6)
         switch error?.code {
-        case .connectFailed?, .timeout?:
-            return .connectFailure(durationNanoseconds: duration)
         case .dnsFailure?:
             return .nameFailure(durationNanoseconds: duration)
         default:

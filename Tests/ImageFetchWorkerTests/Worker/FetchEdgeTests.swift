@@ -55,4 +55,27 @@ import Testing
                 Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil) == .other, "\(failure)")
         }
     }
+
+    /// An answer whose status came and whose body then stalled, broke off or came short is the
+    /// origin failing, not a fast success: it counted as a `.response` of status 200 with the
+    /// latency of its first byte, so the more an origin stalled its bodies the more slots it got.
+    @Test func aStatusFollowedByAFailedBodyIsAFailureOfTheOrigin() {
+        for failure in [
+            FetchError.timeout, .connectFailed(.receiveFailed), .truncated(received: 10, declared: 100),
+            .transferFailed(reason: "x"),
+        ] {
+            let response = FetchResponse(httpStatus: 200, timings: Self.timings, failure: failure)
+            #expect(
+                Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
+                    == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
+        }
+        // A whole answer the job then refuses still tells the origin's pace and health.
+        for failure in [FetchError.httpStatus(404), .tooLarge(limit: 10, declared: true)] {
+            let response = FetchResponse(httpStatus: 404, timings: Self.timings, failure: failure)
+            guard case .response = Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil) else {
+                Issue.record("\(failure) is no response")
+                continue
+            }
+        }
+    }
 }
