@@ -132,6 +132,7 @@ struct FetchEngineTests {
     func declaredTooLarge() async throws {
         try await Self.withOrigin({ $0.maxBytes = 1_000_000 }) { origin, engine in
             let response = await Self.fetch(engine, origin.url("/big?bytes=1000001"))
+            #expect(response.failure == .tooLarge(limit: 1_000_000, declared: true))
             #expect(response.error?.code == .tooLarge)
             #expect(response.error?.retryable == false)
         }

@@ -72,9 +72,6 @@ struct CurlTransferOptions {
         // Content-Encoding here), and a paused transfer's decoded bytes pile up in its pause
         // buffer, up to 64 MiB, past `fetch.max_bytes`. Bodies come as sent; `chunked` is still read.
         try easy.set(CURLOPT_HTTP_CONTENT_DECODING, 0)
-        // A body cut at `truncateBodyAt` is not refused for its declared length (0: no limit).
-        try easy.set(
-            CURLOPT_MAXFILESIZE_LARGE, offset: request.truncateBodyAt == nil ? Int64(configuration.maxBytes) : 0)
 
         var headers = request.headers
         switch request.method {

@@ -286,6 +286,14 @@ final class FetchTransfer: @unchecked Sendable {
                 abortReason = .optedOut(signal)
                 return false
             }
+            // A kept body declared over the limit is refused before it comes. Here and not by
+            // libcurl's CURLOPT_MAXFILESIZE, which judged every answer's length, a redirect's too.
+            if (200...299).contains(statusFromLine), request.truncateBodyAt == nil, let declared = contentLength,
+                declared > Int64(maxBytes)
+            {
+                abortReason = .tooLarge(limit: maxBytes, declared: true)
+                return false
+            }
         default:
             break
         }
@@ -346,7 +354,8 @@ final class FetchTransfer: @unchecked Sendable {
         if result == CURLE_OK {
             guard status > 0 else { return .connectFailed(.noResponse) }
             guard (200...299).contains(status) else { return .httpStatus(status) }
-            if request.method == .get, let declared = contentLength, Int64(body.count) < declared {
+            // A 204 has no body, whatever length it names (libcurl reads none).
+            if request.method == .get, status != 204, let declared = contentLength, Int64(body.count) < declared {
                 return .truncated(received: body.count, declared: declared)
             }
             return nil
