@@ -116,6 +116,11 @@ struct FetchEngineTests {
             let loop = await Self.fetch(engine, origin.url("/loop"))
             #expect(loop.error?.code == .tooManyRedirects)
             #expect(loop.error?.retryable == false)
+            // A request's own limit (the robots.txt fetch's) is the one its failure names.
+            var request = FetchRequest(url: origin.url("/redirect/3"))
+            request.maxRedirects = 2
+            let own = await Self.fetch(engine, request)
+            #expect(own.failure == .tooManyRedirects(limit: 2))
         }
     }
 

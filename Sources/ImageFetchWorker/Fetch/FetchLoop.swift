@@ -311,7 +311,8 @@ final class FetchLoop: @unchecked Sendable {
         if aborted {
             response.failure = .aborted
         } else {
-            response.failure = transfer.failure(for: result, status: status, maxRedirects: configuration.maxRedirects)
+            response.failure = transfer.failure(
+                for: result, status: status, maxRedirects: transfer.request.maxRedirects ?? configuration.maxRedirects)
         }
         if response.failure == nil {
             // A body without a Content-Length is complete only now.
