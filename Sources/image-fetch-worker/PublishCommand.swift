@@ -22,7 +22,8 @@ struct Publish: ParsableCommand {
             every line was sent and confirmed, 65 when some were invalid (the others confirmed), 1 when
             the broker did not confirm one (the run stops there), 128+N after signal N (the run stops
             reading, waits for the confirms of what it sent and records them), 74 when the input could
-            not be read to its end (an I/O error; the run stops there as for a signal).
+            not be read to its end (an I/O error; the run stops there as for a signal), 66 when the
+            input (--jsonl or --file) or the --resume progress file cannot be read at the start.
             FILE.progress (or --resume-file) records the line L through which every line is confirmed,
             about once a second and at the end; --resume starts after L. A crash re-sends at most the
             lines after L: delivery is at least once, as for every publish.
@@ -81,8 +82,10 @@ struct Publish: ParsableCommand {
             if file == "-" {
                 text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
             } else {
+                // EX_NOINPUT, as for --jsonl: an input that is not there is no usage mistake.
                 guard let data = FileManager.default.contents(atPath: file) else {
-                    throw ValidationError("cannot read \(file)")
+                    StandardError.write("cannot read \(file)\n")
+                    throw ExitCode(66)
                 }
                 text = String(decoding: data, as: UTF8.self)
             }

@@ -179,6 +179,10 @@ struct CommandLineTests {
         #expect(noEquals.status == 64, "\(noEquals.output)")
         #expect(noEquals.output.contains("--header 1 has no '='"), "\(noEquals.output)")
         #expect(!noEquals.output.contains("s3cr3t"), "\(noEquals.output)")
+        // A --file that is not there is no input (66, as for --jsonl), not a usage mistake (64).
+        let missing = try await run(["publish", "--amqp-url", url, "--file", "/nonexistent/urls.txt"] + queues)
+        #expect(missing.status == 66, "\(missing.output)")
+        #expect(missing.output == "cannot read /nonexistent/urls.txt\n", "\(missing.output)")
 
         let jobs = try QueueCollector(configuration, queue: configuration.queue.jobs)
         defer { jobs.close() }
