@@ -191,8 +191,7 @@ struct FetchTLSTests {
         let server = try PythonServer(
             script: """
                 import socket, struct, sys, threading
-                def serve(port, alert):
-                    listener = socket.create_server(("127.0.0.1", port))
+                def serve(listener, alert):
                     while True:
                         connection, _ = listener.accept()
                         connection.recv(4096)
@@ -203,8 +202,11 @@ struct FetchTLSTests {
                         else:
                             connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                         connection.close()
-                threading.Thread(target=serve, args=(int(sys.argv[1]), False), daemon=True).start()
-                threading.Thread(target=serve, args=(int(sys.argv[2]), True), daemon=True).start()
+                # Both listen before "ready" is printed.
+                resets = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+                alerts = socket.create_server(("127.0.0.1", int(sys.argv[2])))
+                threading.Thread(target=serve, args=(resets, False), daemon=True).start()
+                threading.Thread(target=serve, args=(alerts, True), daemon=True).start()
                 print("ready", flush=True)
                 threading.Event().wait()
                 """,
@@ -214,7 +216,6 @@ struct FetchTLSTests {
             origin,
             resolve: origin.resolve + ["reset.test:\(resetPort):127.0.0.1", "reset.test:\(alertPort):127.0.0.1"])
         defer { engine.shutdown() }
-        try await Task.sleep(nanoseconds: 200_000_000)  // both listeners up
         let response = await FetchEngineTests.fetch(engine, "https://reset.test:\(resetPort)/ok.png")
         #expect(response.failure == .connectFailed(.cutInHandshake), "\(String(describing: response.failure))")
         #expect(response.error?.code == .connectFailed && response.error?.retryable == true)
