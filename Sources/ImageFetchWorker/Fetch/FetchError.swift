@@ -178,9 +178,6 @@ extension FetchError {
             self = .tls
         case CURLE_TOO_MANY_REDIRECTS: self = .tooManyRedirects(limit: maxRedirects)
         case CURLE_UNSUPPORTED_PROTOCOL: self = .unsupportedScheme(atSetup: false)
-        case CURLE_FILESIZE_EXCEEDED:
-            // libcurl checks the limit on error answers too: a 503's long page is still a 503.
-            self = status >= 400 ? .httpStatus(status) : .tooLarge(limit: maxBytes, declared: true)
         case CURLE_PARTIAL_FILE:
             self = status >= 400 ? .httpStatus(status) : .truncated(received: received, declared: declaredLength)
         case CURLE_URL_MALFORMAT: self = .malformedURL

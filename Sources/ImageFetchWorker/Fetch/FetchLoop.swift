@@ -308,6 +308,7 @@ final class FetchLoop: @unchecked Sendable {
             tlsMs: Self.ms(easy, CURLINFO_APPCONNECT_TIME_T),
             ttfbMs: Self.ms(easy, CURLINFO_STARTTRANSFER_TIME_T),
             totalMs: Self.ms(easy, CURLINFO_TOTAL_TIME_T))
+        response.heldByWorker = transfer.heldByWorker
         if aborted {
             response.failure = .aborted
         } else {

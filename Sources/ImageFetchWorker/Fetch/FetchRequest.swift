@@ -61,7 +61,7 @@ package struct FetchRequest: Sendable {
     /// no body bandwidth. nil: not checked.
     package var optOut: OptOutPolicy? = nil
     /// Keep at most this many body bytes and end the transfer there, as a success with the body
-    /// cut (robots.txt: RFC 9309 §2.5); the declared length is then not enforced by libcurl.
+    /// cut (robots.txt: RFC 9309 §2.5); the declared length is then not enforced.
     /// nil: a body over `fetch.max_bytes` fails with ``FetchError/tooLarge(limit:declared:)``.
     package var truncateBodyAt: Int? = nil
     /// Redirects followed for this request instead of `fetch.max_redirects`.

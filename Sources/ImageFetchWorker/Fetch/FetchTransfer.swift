@@ -74,6 +74,8 @@ final class FetchTransfer: @unchecked Sendable {
     private var optOutHeaders = OptOutHeaders()
     /// The body was cut at ``FetchRequest/truncateBodyAt``: the abort that follows is a success.
     private var cutAtLimit = false
+    /// The loop's flow control paused the transfer ahead of its body at least once.
+    private(set) var heldByWorker = false
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
     private(set) var abortReason: FetchError?
     /// The class of the last address the veto refused (libcurl then reports `COULDNT_CONNECT`).
@@ -158,6 +160,7 @@ final class FetchTransfer: @unchecked Sendable {
         case .admit:
             if let loop, !loop.admitBody(of: self) {
                 phase.pausedByFlowControl()
+                heldByWorker = true
                 return .pause
             }
             admitBody()
@@ -286,13 +289,19 @@ final class FetchTransfer: @unchecked Sendable {
                 abortReason = .optedOut(signal)
                 return false
             }
-            // A kept body declared over the limit is refused before it comes. Here and not by
-            // libcurl's CURLOPT_MAXFILESIZE, which judged every answer's length, a redirect's too.
-            if (200...299).contains(statusFromLine), request.truncateBodyAt == nil, let declared = contentLength,
-                declared > Int64(maxBytes)
-            {
-                abortReason = .tooLarge(limit: maxBytes, declared: true)
-                return false
+            // A body declared over what would be taken of it is refused before it comes. Here and
+            // not by libcurl's CURLOPT_MAXFILESIZE, which judged every answer's length, a
+            // redirect's too. A 204 and a HEAD's answer have no body, whatever length they name.
+            if let declared = contentLength, statusFromLine != 204, request.method != .head {
+                if (200...299).contains(statusFromLine), request.truncateBodyAt == nil, declared > Int64(maxBytes) {
+                    abortReason = .tooLarge(limit: maxBytes, declared: true)
+                    return false
+                }
+                // An error page longer than is ever read of it: the answer is its status, at once.
+                if statusFromLine >= 400, declared > Int64(Self.discardLimit) {
+                    abortReason = .httpStatus(statusFromLine)
+                    return false
+                }
             }
         default:
             break

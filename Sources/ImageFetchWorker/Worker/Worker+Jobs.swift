@@ -262,13 +262,19 @@ extension JobRunner {
         _ response: FetchResponse, error: JobError?, retryAfterSeconds: Double?
     ) -> OriginScheduler<JobContext>.FetchOutcome {
         let duration = UInt64((response.timings?.totalMs ?? 0) * 1e6)
-        switch error?.code {
-        case .connectFailed?, .timeout?, .truncated?:
-            // Also after a status: a body that stalls or breaks off is the origin failing, not a
-            // fast answer (its first byte's latency would have earned it more slots).
-            return .connectFailure(durationNanoseconds: duration)
-        default:
-            break
+        // Also after a 2xx status: a body that stalls or breaks off is the origin failing, not a
+        // fast answer (its first byte's latency would have earned it more slots). An error answer
+        // stays its status, so that a 429's or 503's pause holds however its body ended.
+        if (response.httpStatus ?? 0) == 0 || (200...299).contains(response.httpStatus ?? 0) {
+            switch error?.code {
+            case .timeout? where response.heldByWorker:
+                // The worker's own backlog held the body back; the origin did nothing wrong.
+                return .other
+            case .connectFailed?, .timeout?, .truncated?:
+                return .connectFailure(durationNanoseconds: duration)
+            default:
+                break
+            }
         }
         if let status = response.httpStatus, status > 0 {
             let timings = response.timings

@@ -69,6 +69,19 @@ import Testing
                 Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
                     == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
         }
+        // A 503 whose body then broke off is still a 503: its pause must hold.
+        var refused = FetchResponse(httpStatus: 503, timings: Self.timings, failure: .timeout)
+        refused.retryAfter = "300"
+        guard
+            case .response(503, _, _, 300) = Worker.originOutcome(refused, error: refused.error, retryAfterSeconds: 300)
+        else {
+            Issue.record("a 503 that timed out lost its status")
+            return
+        }
+        // A body the worker's own flow control held back until the timeout is not the origin's.
+        var held = FetchResponse(httpStatus: 200, timings: Self.timings, failure: .timeout)
+        held.heldByWorker = true
+        #expect(Worker.originOutcome(held, error: held.error, retryAfterSeconds: nil) == .other)
         // A whole answer the job then refuses still tells the origin's pace and health.
         for failure in [FetchError.httpStatus(404), .tooLarge(limit: 10, declared: true)] {
             let response = FetchResponse(httpStatus: 404, timings: Self.timings, failure: failure)

@@ -205,7 +205,6 @@ let fetchErrorMappingTable: [FetchErrorMappingRow] = [
         #expect(Self.classify(CURLE_PEER_FAILED_VERIFICATION, osErrno: ECONNRESET) == .tls)
         #expect(Self.classify(CURLE_TOO_MANY_REDIRECTS) == .tooManyRedirects(limit: 5))
         #expect(Self.classify(CURLE_UNSUPPORTED_PROTOCOL) == .unsupportedScheme(atSetup: false))
-        #expect(Self.classify(CURLE_FILESIZE_EXCEEDED) == .tooLarge(limit: 1000, declared: true))
         #expect(Self.classify(CURLE_URL_MALFORMAT) == .malformedURL)
         #expect(Self.classify(CURLE_WEIRD_SERVER_REPLY) == .transferFailed(reason: "Weird server reply"))
     }

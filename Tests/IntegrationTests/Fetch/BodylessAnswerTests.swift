@@ -24,6 +24,28 @@ struct BodylessAnswerTests {
         #expect(response.body.isEmpty)
     }
 
+    /// A 204 naming a length over the limit is no more too large than it is truncated.
+    @Test func aNoContentAnswerWithAHugeLengthIsEmpty() async throws {
+        let origin = try RawOrigin(responses: ["/empty": "HTTP/1.1 204 No Content\r\nContent-Length: 2000000\r\n\r\n"])
+        defer { origin.stop() }
+        let response = try await Self.fetch(origin, "/empty")
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(response.httpStatus == 204)
+    }
+
+    /// An error answer that declares a huge page is its status, with its `Retry-After` (the
+    /// worker now ends it at its headers; this origin closes there anyway).
+    @Test(.timeLimit(.minutes(1)))
+    func anErrorAnswerThatDeclaresAHugePageIsItsStatus() async throws {
+        let origin = try RawOrigin(responses: [
+            "/busy": "HTTP/1.1 503 Busy\r\nRetry-After: 300\r\nContent-Length: 99999999\r\n\r\n"
+        ])
+        defer { origin.stop() }
+        let response = try await Self.fetch(origin, "/busy")
+        #expect(response.failure == .httpStatus(503), "\(String(describing: response.failure))")
+        #expect(response.retryAfter == "300")
+    }
+
     /// libcurl follows a redirect whatever length the redirect declares for itself.
     @Test func aRedirectThatDeclaresALargeBodyIsFollowed() async throws {
         let origin = try RawOrigin(responses: [

@@ -1,9 +1,9 @@
 import ImageFetchWorker
 import Testing
 
-/// libcurl checks `fetch.max_bytes` (`CURLOPT_MAXFILESIZE_LARGE`) against the Content-Length of
-/// every response, error answers too. A `503` with `Retry-After` and a large error page came out
-/// as `too_large`, final: not retried, its pause lost. The status says what happened.
+/// An error answer that declares a page over `fetch.max_bytes` came out as `too_large`, final (the
+/// limit was libcurl's, checked on every answer): not retried, its pause lost. The status says
+/// what happened, at once, without waiting for the page.
 @Suite("FetchEngine: an error answer over max_bytes")
 struct ErrorAnswerLengthTests {
     @Test(arguments: [(503, true), (404, false)])
