@@ -146,6 +146,8 @@ private final class EndpointHandler: ChannelInboundHandler {
     /// Closes the connection unless a whole request comes first; armed while one is awaited.
     private var deadline: Scheduled<Void>?
     private var counted = false
+    /// Inside the write of an answer's end, which can hand over the next pipelined request.
+    private var endingAnswer = false
 
     init(
         probes: HealthServer.Probes, open: NIOLoopBoundBox<ConnectionTable>, maxConnections: Int,
@@ -208,10 +210,12 @@ private final class EndpointHandler: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
-            // On a turn of the loop of its own: NIO's pipeline handler hands over the next
-            // request held behind an answer while that answer's end is written, so answering
-            // here would nest one stack frame chain per request a client pipelined (thousands
-            // overflowed the loop's stack).
+            // NIO's pipeline handler hands over the next request held behind an answer while that
+            // answer's end is written: answered there, each request pipelined behind a /healthz
+            // would nest one more chain of frames (thousands overflowed the loop's stack). Such a
+            // request waits for a turn of the loop of its own; any other is answered at once, so
+            // that a client that half-closes after its request still gets its answer.
+            guard endingAnswer else { return route(context: context, head: head) }
             let bound = NIOLoopBound((self, context, head), eventLoop: context.eventLoop)
             context.eventLoop.execute {
                 let (handler, context, head) = bound.value
@@ -284,7 +288,9 @@ private final class EndpointHandler: ChannelInboundHandler {
         // (a probe that timed out) is not listed as idle again. Before the end is written: that
         // write can hand over a request already held, which must find the deadline cancelled.
         if keepAlive, context.channel.isActive { awaitRequest(context) }
+        endingAnswer = true
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        endingAnswer = false
         if !keepAlive {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }

@@ -142,6 +142,24 @@ import Glibc
             String(decoding: answer[..<max(recv(probe, &answer, 256, 0), 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
     }
 
+    /// A client that half-closes after its request (`printf … | nc -N`) still gets its answer.
+    @Test func aClientThatHalfClosesAfterItsRequestIsAnswered() throws {
+        let (server, _) = try Self.server()
+        defer { server.shutdown() }
+        let fd = Self.connect(server.port)
+        defer { close(fd) }
+        Self.send(fd, "GET /readyz HTTP/1.0\r\n\r\n")
+        shutdown(fd, Int32(SHUT_WR))
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            answer += buffer[..<count]
+        }
+        #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.0 200"), "\(answer.count) bytes")
+    }
+
     /// One client that holds every connection the endpoint allows cannot lock the probes out: a
     /// connection beyond the limit closes the one that has waited longest for a request. Failed
     /// before the fix: the new connection was closed, so 64 idle sockets, reopened whenever the
