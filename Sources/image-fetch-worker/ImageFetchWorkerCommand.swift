@@ -140,4 +140,11 @@ struct ImageFetchWorkerCommand: ParsableCommand {
         version: BuildInfo.description,
         subcommands: [Run.self, Publish.self, Depth.self, Config.self, Redrive.self],
         defaultSubcommand: Run.self)
+
+    static func main() {
+        // Before any line is written: a reader of standard output or error that went away must
+        // cost lines (StandardError drops them), not end the process with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
+        main(nil)
+    }
 }

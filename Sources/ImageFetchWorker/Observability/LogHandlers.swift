@@ -2,6 +2,12 @@ import Foundation
 import Logging
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Writes one JSON object per line to standard error: `time` (RFC 3339), `level`, `message`,
 /// `label`, and the metadata flattened as string fields (`job_id`, `url_host`, `outcome`,
 /// `duration_ms`, …). Metadata cannot replace the four fixed fields.
@@ -84,20 +90,32 @@ package enum StandardError {
         write(Array(text.utf8))
     }
 
-    /// Writes `bytes` and drops what cannot be written.
+    /// Writes `bytes` and drops what cannot be written. A line begun is finished if standard
+    /// error frees up within a moment (a non-blocking pipe that is full), so that a dropped tail
+    /// does not glue the next JSON line to a fragment.
     package static func write(_ bytes: [UInt8]) {
         lock.withLock { _ in
             bytes.withUnsafeBytes { buffer in
                 var offset = 0
+                var waits = 0
                 while offset < buffer.count {
+                    #if canImport(Glibc)
                     let written = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                    #else
+                    let written = Darwin.write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                    #endif
                     if written > 0 {
                         offset += written
-                    } else if written < 0, errno == EINTR {
                         continue
-                    } else {
+                    }
+                    let failure = errno
+                    if written < 0, failure == EINTR { continue }
+                    guard written < 0, failure == EAGAIN || failure == EWOULDBLOCK, offset > 0, waits < 10 else {
                         return
                     }
+                    waits += 1
+                    var descriptor = pollfd(fd: 2, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&descriptor, 1, 100)
                 }
             }
         }
