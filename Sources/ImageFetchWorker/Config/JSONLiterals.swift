@@ -50,8 +50,8 @@ struct JSONLiterals {
         type(of: number) == booleanClass
     }
 
-    /// The number as JSON wrote it, near enough: not `description`, which rounds to 15 digits
-    /// (`0.9999999999999999` became `1`) and may follow the locale.
+    /// The number as JSON wrote it, near enough: from its value, not from `description`, whose
+    /// formatting is Foundation's to choose (and, on some platforms, the locale's).
     private static func text(_ number: NSNumber) -> String {
         switch String(cString: number.objCType) {
         case "d", "f": String(number.doubleValue)
