@@ -50,8 +50,8 @@ package struct FetchResponse: Sendable {
     package var connectionsOpened: Int = 0
     /// The HTTP version of the last response.
     package var httpVersion: HTTPVersion = .none
-    /// The worker's flow control held the transfer ahead of its body (its work queue was
-    /// behind): a timeout then says nothing about the origin.
+    /// The worker's flow control still held the transfer ahead of its body when it ended (its
+    /// work queue was behind): a timeout then says nothing about the origin.
     package var heldByWorker = false
 
     /// The HTTP version of a response, as `CURLINFO_HTTP_VERSION` reports it.

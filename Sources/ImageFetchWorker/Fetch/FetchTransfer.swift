@@ -74,7 +74,8 @@ final class FetchTransfer: @unchecked Sendable {
     private var optOutHeaders = OptOutHeaders()
     /// The body was cut at ``FetchRequest/truncateBodyAt``: the abort that follows is a success.
     private var cutAtLimit = false
-    /// The loop's flow control paused the transfer ahead of its body at least once.
+    /// The loop's flow control holds the transfer ahead of its body now (paused, not yet given
+    /// back): a timeout then is the worker's. Once resumed, a stall is the origin's again.
     private(set) var heldByWorker = false
     /// Why the engine stopped the transfer from a callback (libcurl then reports `WRITE_ERROR`).
     private(set) var abortReason: FetchError?
@@ -200,6 +201,7 @@ final class FetchTransfer: @unchecked Sendable {
     /// ``reserveLimit``. The loop calls this for a paused transfer just before resuming it.
     func admitBody() {
         assertOnFetchQueue()
+        heldByWorker = false
         phase.admitted(inspecting: request.inspector != nil)
         if let declared = contentLength, declared > 0 {
             body.reserveCapacity(Int(min(declared, Int64(min(maxBytes, Self.reserveLimit)))))

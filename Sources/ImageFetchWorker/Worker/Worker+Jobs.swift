@@ -262,10 +262,10 @@ extension JobRunner {
         _ response: FetchResponse, error: JobError?, retryAfterSeconds: Double?
     ) -> OriginScheduler<JobContext>.FetchOutcome {
         let duration = UInt64((response.timings?.totalMs ?? 0) * 1e6)
-        // Also after a 2xx status: a body that stalls or breaks off is the origin failing, not a
-        // fast answer (its first byte's latency would have earned it more slots). An error answer
-        // stays its status, so that a 429's or 503's pause holds however its body ended.
-        if (response.httpStatus ?? 0) == 0 || (200...299).contains(response.httpStatus ?? 0) {
+        // Also after a status: a body that stalls or breaks off is the origin failing, not a fast
+        // answer (its first byte's latency would have earned it more slots). A 429 or 503 stays
+        // its status, so that its pause holds however its body ended.
+        if response.httpStatus != 429, response.httpStatus != 503 {
             switch error?.code {
             case .timeout? where response.heldByWorker:
                 // The worker's own backlog held the body back; the origin did nothing wrong.

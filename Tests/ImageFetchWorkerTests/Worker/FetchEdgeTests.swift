@@ -64,10 +64,12 @@ import Testing
             FetchError.timeout, .connectFailed(.receiveFailed), .truncated(received: 10, declared: 100),
             .transferFailed(reason: "x"),
         ] {
-            let response = FetchResponse(httpStatus: 200, timings: Self.timings, failure: failure)
-            #expect(
-                Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
-                    == .connectFailure(durationNanoseconds: 5_000_000), "\(failure)")
+            for status in [200, 301, 404] {
+                let response = FetchResponse(httpStatus: status, timings: Self.timings, failure: failure)
+                #expect(
+                    Worker.originOutcome(response, error: response.error, retryAfterSeconds: nil)
+                        == .connectFailure(durationNanoseconds: 5_000_000), "\(status) \(failure)")
+            }
         }
         // A 503 whose body then broke off is still a 503: its pause must hold.
         var refused = FetchResponse(httpStatus: 503, timings: Self.timings, failure: .timeout)
