@@ -65,6 +65,9 @@ package final class HealthServer: Sendable {
             self.channel = try ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 64)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // A client that half-closes after its requests (`printf … | nc -N`) still gets its
+                // answers: the handler closes once they are written.
+                .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
@@ -148,6 +151,10 @@ private final class EndpointHandler: ChannelInboundHandler {
     private var counted = false
     /// Inside the write of an answer's end, which can hand over the next pipelined request.
     private var endingAnswer = false
+    /// A whole request came and its answer's end is not written yet.
+    private var answering = false
+    /// The client closed its side: the connection ends once the answer in hand is written.
+    private var inputClosed = false
 
     init(
         probes: HealthServer.Probes, open: NIOLoopBoundBox<ConnectionTable>, maxConnections: Int,
@@ -210,6 +217,7 @@ private final class EndpointHandler: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
+            answering = true
             // NIO's pipeline handler hands over the next request held behind an answer while that
             // answer's end is written: answered there, each request pipelined behind a /healthz
             // would nest one more chain of frames (thousands overflowed the loop's stack). Such a
@@ -222,6 +230,16 @@ private final class EndpointHandler: ChannelInboundHandler {
                 handler.route(context: context, head: head)
             }
         }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // NIO's pipeline handler passes this on only after the requests it held were handed over.
+        if case .inputClosed? = event as? ChannelEvent {
+            inputClosed = true
+            if !answering { context.close(promise: nil) }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     private func route(context: ChannelHandlerContext, head: HTTPRequestHead) {
@@ -288,10 +306,12 @@ private final class EndpointHandler: ChannelInboundHandler {
         // (a probe that timed out) is not listed as idle again. Before the end is written: that
         // write can hand over a request already held, which must find the deadline cancelled.
         if keepAlive, context.channel.isActive { awaitRequest(context) }
+        // Cleared before the end is written: that write can hand over the next request.
+        answering = false
         endingAnswer = true
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         endingAnswer = false
-        if !keepAlive {
+        if !keepAlive || (inputClosed && !answering) {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
         }

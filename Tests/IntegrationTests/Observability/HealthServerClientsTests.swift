@@ -142,13 +142,18 @@ import Glibc
             String(decoding: answer[..<max(recv(probe, &answer, 256, 0), 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
     }
 
-    /// A client that half-closes after its request (`printf … | nc -N`) still gets its answer.
-    @Test func aClientThatHalfClosesAfterItsRequestIsAnswered() throws {
+    /// A client that half-closes after its requests (`printf … | nc -N`) still gets its answers,
+    /// `/healthz`'s too (answered from a callback), and pipelined ones; then the connection ends.
+    @Test(arguments: [
+        "GET /readyz HTTP/1.0\r\n\r\n", "GET /healthz HTTP/1.0\r\n\r\n",
+        "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\nHEAD /readyz HTTP/1.1\r\nHost: x\r\n\r\n",
+    ])
+    func aClientThatHalfClosesAfterItsRequestsIsAnswered(requests: String) throws {
         let (server, _) = try Self.server()
         defer { server.shutdown() }
         let fd = Self.connect(server.port)
         defer { close(fd) }
-        Self.send(fd, "GET /readyz HTTP/1.0\r\n\r\n")
+        Self.send(fd, requests)
         shutdown(fd, Int32(SHUT_WR))
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -157,7 +162,9 @@ import Glibc
             guard count > 0 else { break }
             answer += buffer[..<count]
         }
-        #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.0 200"), "\(answer.count) bytes")
+        let text = String(decoding: answer, as: UTF8.self)
+        let asked = requests.components(separatedBy: " HTTP/").count - 1
+        #expect(text.components(separatedBy: " 200 OK\r\n").count - 1 == asked, "\(text)")
     }
 
     /// One client that holds every connection the endpoint allows cannot lock the probes out: a
