@@ -291,10 +291,12 @@ final class FetchTransfer: @unchecked Sendable {
                 abortReason = .optedOut(signal)
                 return false
             }
+            // A 204 and a HEAD's answer have no body (libcurl reads none), whatever length they name.
+            if statusFromLine == 204 || request.method == .head { contentLength = nil }
             // A body declared over what would be taken of it is refused before it comes. Here and
             // not by libcurl's CURLOPT_MAXFILESIZE, which judged every answer's length, a
-            // redirect's too. A 204 and a HEAD's answer have no body, whatever length they name.
-            if let declared = contentLength, statusFromLine != 204, request.method != .head {
+            // redirect's too.
+            if let declared = contentLength {
                 if (200...299).contains(statusFromLine), request.truncateBodyAt == nil, declared > Int64(maxBytes) {
                     abortReason = .tooLarge(limit: maxBytes, declared: true)
                     return false
@@ -365,8 +367,7 @@ final class FetchTransfer: @unchecked Sendable {
         if result == CURLE_OK {
             guard status > 0 else { return .connectFailed(.noResponse) }
             guard (200...299).contains(status) else { return .httpStatus(status) }
-            // A 204 has no body, whatever length it names (libcurl reads none).
-            if request.method == .get, status != 204, let declared = contentLength, Int64(body.count) < declared {
+            if request.method == .get, let declared = contentLength, Int64(body.count) < declared {
                 return .truncated(received: body.count, declared: declared)
             }
             return nil

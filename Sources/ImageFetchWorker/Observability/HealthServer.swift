@@ -149,8 +149,6 @@ private final class EndpointHandler: ChannelInboundHandler {
     /// Closes the connection unless a whole request comes first; armed while one is awaited.
     private var deadline: Scheduled<Void>?
     private var counted = false
-    /// Inside the write of an answer's end, which can hand over the next pipelined request.
-    private var endingAnswer = false
     /// A whole request came and its answer's end is not written yet.
     private var answering = false
     /// The client closed its side: the connection ends once the answer in hand is written.
@@ -218,12 +216,9 @@ private final class EndpointHandler: ChannelInboundHandler {
                 return
             }
             answering = true
-            // NIO's pipeline handler hands over the next request held behind an answer while that
-            // answer's end is written: answered there, each request pipelined behind a /healthz
-            // would nest one more chain of frames (thousands overflowed the loop's stack). Such a
-            // request waits for a turn of the loop of its own; any other is answered at once, so
-            // that a client that half-closes after its request still gets its answer.
-            guard endingAnswer else { return route(context: context, head: head) }
+            // On a turn of the loop of its own: NIO's pipeline handler hands over the next request
+            // held behind an answer while that answer's end is written, so answering here would
+            // nest one chain of frames per pipelined request (thousands overflowed the stack).
             let bound = NIOLoopBound((self, context, head), eventLoop: context.eventLoop)
             context.eventLoop.execute {
                 let (handler, context, head) = bound.value
@@ -308,9 +303,7 @@ private final class EndpointHandler: ChannelInboundHandler {
         if keepAlive, context.channel.isActive { awaitRequest(context) }
         // Cleared before the end is written: that write can hand over the next request.
         answering = false
-        endingAnswer = true
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        endingAnswer = false
         if !keepAlive || (inputClosed && !answering) {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }

@@ -282,7 +282,7 @@ extension JobRunner {
             let latency = timings.map { max($0.ttfbMs - max($0.connectMs, $0.tlsMs), 0) }
             return .response(
                 status: status, latencyNanoseconds: latency.map { UInt64($0 * 1e6) },
-                durationNanoseconds: UInt64((timings?.totalMs ?? 0) * 1e6), retryAfterSeconds: retryAfterSeconds)
+                durationNanoseconds: duration, retryAfterSeconds: retryAfterSeconds)
         }
         switch error?.code {
         case .dnsFailure?:
