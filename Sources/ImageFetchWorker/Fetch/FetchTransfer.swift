@@ -67,6 +67,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// Whether the next header line is a response's first: the transfer's, or one after the blank
     /// line that ended a response's headers (a redirect hop, a 100 Continue).
     private var awaitingStatusLine = true
+    /// The headers of a final answer (neither 1xx nor 3xx) have ended: any later header line is a
+    /// trailer after its body, which may neither start a response nor change the answer.
+    private var finalHeadersEnded = false
     /// The body size at which an undecided inspector looks again.
     private var nextInspection = 0
     /// The current response's `X-Robots-Tag` and `tdm-reservation` values, gathered only when
@@ -233,7 +236,7 @@ final class FetchTransfer: @unchecked Sendable {
     /// to abort the transfer (a redirect target that fails the URL checks).
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
         assertOnFetchQueue()
-        guard let first = line.first else { return true }
+        guard let first = line.first, !finalHeadersEnded else { return true }
         // Only a response's first line is its status line. libcurl reads a later line that starts
         // with `HTTP/` and has a colon as an ordinary header; taken as a status line, it would
         // hide the `Location` that libcurl follows from the redirect checks.
@@ -283,7 +286,9 @@ final class FetchTransfer: @unchecked Sendable {
             if request.optOut != nil { optOutHeaders.gather(line) }
         case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
             // The blank line that ends a response's headers: the last moment before its body.
-            awaitingStatusLine = true
+            // Only an interim answer or a redirect hop is followed by another response.
+            awaitingStatusLine = (100...199).contains(statusFromLine) || (300...399).contains(statusFromLine)
+            finalHeadersEnded = !awaitingStatusLine
             if let policy = request.optOut, (200...299).contains(statusFromLine), !optOutHeaders.isEmpty,
                 let signal = policy.signal(
                     xRobotsTag: optOutHeaders.xRobotsTag, tdmReservation: optOutHeaders.tdmReservation)

@@ -1,0 +1,30 @@
+import ImageFetchWorker
+import Testing
+
+/// A chunked body may end with trailer fields, which libcurl hands to the header callback after
+/// the body. They belong to the answer that is already complete: none may start a new response
+/// (which emptied the body) or change what the answer's own headers said.
+@Suite("FetchEngine: trailers")
+struct TrailerTests {
+    static let body = "PNG!PNG!PNG!"
+
+    static func chunked(trailer: String) -> String {
+        "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "c\r\n\(body)\r\n0\r\n\(trailer)\r\n"
+    }
+
+    @Test(arguments: [
+        "HTTP/1.1 200 OK: x\r\n",
+        "HTTP/1.1 404 Not Found: x\r\nContent-Length: 0\r\n",
+        "Content-Type: text/html\r\nContent-Length: 99999\r\n",
+    ])
+    func aTrailerLeavesTheAnswerAsItsHeadersAndBodySaid(trailer: String) async throws {
+        let origin = try RawOrigin(responses: ["/t": Self.chunked(trailer: trailer)])
+        defer { origin.stop() }
+        let response = try await BodylessAnswerTests.fetch(origin, "/t")
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(response.httpStatus == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == Self.body)
+        #expect(response.contentType == "image/png")
+    }
+}
