@@ -286,6 +286,15 @@ struct OperationsTests {
         #expect(refused.status == 2, "\(refused.output)")
         #expect(refused.output.contains("401"))
         #expect(!refused.output.contains("not-the-password"))
+
+        // Behind a proxy, a wrong path prefix answers 404 for every queue: that is an API that
+        // cannot be read (exit 2), not a table of queues without statistics.
+        let proxy = try RawOrigin(responses: [:])
+        defer { proxy.stop() }
+        let misplaced = try await Self.command(
+            ["depth", "--management-url", proxy.url("/not-the-api")], environment: environment)
+        #expect(misplaced.status == 2, "\(misplaced.output)")
+        #expect(misplaced.output.contains("/not-the-api"), "\(misplaced.output)")
         #expect(await worker.stop() == 0)
         try await origin.shutdown()
     }

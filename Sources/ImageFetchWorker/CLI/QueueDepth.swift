@@ -97,10 +97,18 @@ package enum QueueDepth {
     ) throws(ManagementAPI.Failure) -> [Row] {
         let vhost = configuration.amqp.urls[0].vhost
         var out = rows
-        for index in out.indices {
-            if let stats = try api.queue(vhost: vhost, name: out[index].queue) {
-                out[index].merge(stats)
+        // A queue the broker does not have has no statistics to ask for. One it has must be known
+        // to the API: a 404 for it is a wrong path prefix or another cluster, whose silence would
+        // print a table without statistics and exit 0.
+        for index in out.indices where out[index].ready != nil {
+            let name = out[index].queue
+            guard let stats = try api.queue(vhost: vhost, name: name) else {
+                throw ManagementAPI.Failure(
+                    description:
+                        "\(api.queueURL(vhost: vhost, name: name)) answered 404 for a queue the broker has: check the path and the host"
+                )
             }
+            out[index].merge(stats)
         }
         return out
     }
