@@ -54,7 +54,8 @@ package struct JobLifecycle: Sendable, Equatable {
     /// The confirms a publishing job still waits for, and what to do once they are in.
     package struct Publishing: Sendable, Equatable {
         package var remaining: Int
-        /// The first publish that was not confirmed, if any.
+        /// The weightiest answer of a publish that was not confirmed, if any
+        /// (``JobLifecycle/weight(of:)``).
         package var failure: PublishOutcome?
         package var outcome: OutcomePolicy.Outcome
         package var requeueIfUnconfirmed: Bool
@@ -74,7 +75,7 @@ package struct JobLifecycle: Sendable, Equatable {
 
     /// How the job's publish span and its own span end, once its publishes are all answered.
     package struct SpanEnding: Sendable, Equatable {
-        /// The first publish that was not confirmed, for the publish span.
+        /// The publish failure that settled the delivery, for the publish span.
         package var publishFailure: PublishOutcome?
         /// The job span's error code: the outcome's, else `publish_unconfirmed` if one was not.
         package var errorCode: String?
@@ -274,10 +275,23 @@ package struct JobLifecycle: Sendable, Equatable {
     package mutating func publishAnswered(_ answer: PublishOutcome) -> Action {
         guard case .publishing(var publishing) = state, publishing.remaining > 0 else { return invalid() }
         publishing.remaining -= 1
-        if answer != .confirmed { publishing.failure = answer }
+        if Self.weight(of: answer) > publishing.failure.map(Self.weight(of:)) ?? 0 { publishing.failure = answer }
         state = .publishing(publishing)
         guard publishing.remaining == 0 else { return .none }
         return settle(publishing)
+    }
+
+    /// Which failure settles a delivery whose publishes failed in more than one way, whatever
+    /// the order of their answers: a lost channel leaves nothing else to do; a nack or a return
+    /// is passing, so the delivery is nacked (requeued if retryable) before a message that can
+    /// never be encoded rejects it.
+    package static func weight(of answer: PublishOutcome) -> Int {
+        switch answer {
+        case .confirmed: 0
+        case .unencodable: 1
+        case .nacked, .returned: 2
+        case .connectionLost: 3
+        }
     }
 
     private mutating func settle(_ publishing: Publishing) -> Action {

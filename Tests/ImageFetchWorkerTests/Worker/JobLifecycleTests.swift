@@ -286,6 +286,32 @@ import Testing
                     fallback: false, ending: .init(publishFailure: .unencodable, errorCode: "publish_unconfirmed")))
     }
 
+    /// A final failure publishes a result and a dead copy. How the delivery is settled when both
+    /// fail depends on what failed, not on which answer came last.
+    @Test(arguments: [
+        (
+            [PublishOutcome.unencodable, .nacked], PublishOutcome.nacked,
+            JobLifecycle.Settlement.nack(requeue: true, failure: .nacked)
+        ),
+        ([.nacked, .unencodable], .nacked, .nack(requeue: true, failure: .nacked)),
+        ([.returned, .unencodable], .returned, .nack(requeue: true, failure: .returned)),
+        ([.connectionLost, .nacked], .connectionLost, .leaveToBroker),
+        ([.nacked, .connectionLost], .connectionLost, .leaveToBroker),
+        ([.unencodable, .connectionLost], .connectionLost, .leaveToBroker),
+    ])
+    func twoFailedPublishesSettleByTheWeightierFailure(
+        answers: [PublishOutcome], failure: PublishOutcome, settlement: JobLifecycle.Settlement
+    ) {
+        var job = Job()
+        job.admit()
+        job.on { $0.fetched(Self.served) }
+        job.on { $0.decided() }
+        job.on { $0.publishing(2, outcome: .failedFinal(.httpError), requeueIfUnconfirmed: true) }
+        #expect(job.on { $0.publishAnswered(answers[0]) } == JobLifecycle.Action.none)
+        let ending = JobLifecycle.SpanEnding(publishFailure: failure, errorCode: "http_error")
+        #expect(job.on { $0.publishAnswered(answers[1]) } == .settle(settlement, ending: ending))
+    }
+
     @Test func aLostChannelDuringTheFallbackLeavesTheDeliveryToTheBroker() {
         var job = Job()
         job.on { $0.answeredWithoutFetch() }
