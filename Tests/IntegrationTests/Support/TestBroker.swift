@@ -86,12 +86,39 @@ enum TestBroker {
         }
     }
 
-    /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
+    /// A TCP port on 127.0.0.1 for a server that a test starts (or a port where none listens).
+    ///
+    /// The port is below the kernel's ephemeral range (32768 and up): a port from `bind` to port
+    /// 0 is free only until it is closed, and then the local end of any outgoing connection, or
+    /// another test's `bind` to port 0, may take it before the server binds it. Below that range
+    /// only a listener that names its port can, so a port is handed out once a run, and only one
+    /// that binds now. 20000-24999 holds none of the test nodes' fixed ports (5673-5793, and
+    /// those plus 10000 and 20000).
     static func freePort() throws -> Int {
+        for _ in 0..<500 {
+            let port = Int.random(in: 20000..<25000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+            if canBind(port) { return port }
+        }
+        throw POSIXError(.EADDRINUSE)
+    }
+
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// Whether a listener could bind `port` on 127.0.0.1 now.
+    private static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        guard fd >= 0 else { return false }
         defer { close(fd) }
-        return try bindLoopback(fd)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
     }
 
     /// Binds the TCP socket `fd` to a free port on 127.0.0.1; the port.
