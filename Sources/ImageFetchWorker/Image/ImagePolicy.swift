@@ -27,13 +27,13 @@ package enum ImagePolicy {
     package static func check(_ body: [UInt8], maxPixels: Int, decode: Bool = false) -> Result<ImageInfo, Refusal> {
         body.withUnsafeBytes { bytes in
             let info: ImageInfo
-            switch ImageSniffer.inspect(bytes, isComplete: true) {
+            switch ImageSniffer.inspectWhole(bytes) {
             case .image(let found):
                 info = found
             case .notAnImage(let reason):
                 return .failure(.notAnImage(reason: reason))
-            case .needMoreData:
-                return .failure(.notAnImage(reason: nil))
+            case .cut(let reason):
+                return .failure(.structure(.truncated(reason: reason)))
             }
             if let refusal = pixelRefusal(info, maxPixels: maxPixels) { return .failure(refusal) }
             if let problem = ImageSniffer.checkStructure(bytes, format: info.format) {

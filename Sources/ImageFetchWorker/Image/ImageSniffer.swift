@@ -31,8 +31,42 @@ public enum ImageSniffer {
     /// (``ImageInfo/isConsistent(withWhole:)``): the same format and size, and the facts that need
     /// the whole body (the frames of a GIF or animated WebP, a WebP's orientation) filled in.
     package static func inspect(_ bytes: UnsafeRawBufferPointer, isComplete: Bool) -> ImageInspection {
+        switch sniff(bytes, isComplete: isComplete) {
+        case .decided(let inspection): inspection
+        case .cutHeader(let family, _): .notAnImage(reason: "truncated \(family) header")
+        }
+    }
+
+    /// What a whole body is, for the checks that give a result.
+    package enum Whole: Sendable, Equatable {
+        case image(ImageInfo)
+        case notAnImage(reason: String)
+        /// The body carries a format's whole signature, checked, and ends inside its headers: a
+        /// cut file, not another kind of body.
+        case cut(reason: String)
+    }
+
+    /// Inspects a whole body, telling a cut image from a body that is none.
+    package static func inspectWhole(_ bytes: UnsafeRawBufferPointer) -> Whole {
+        switch sniff(bytes, isComplete: true) {
+        case .decided(.image(let info)): .image(info)
+        case .decided(.notAnImage(let reason)): .notAnImage(reason: reason)
+        case .decided(.needMoreData): .notAnImage(reason: "truncated header")  // never for a whole body
+        case .cutHeader(let family, signed: true): .cut(reason: "the body ends in the \(family) headers")
+        case .cutHeader(let family, signed: false): .notAnImage(reason: "truncated \(family) header")
+        }
+    }
+
+    private enum Sniffed {
+        case decided(ImageInspection)
+        /// A whole body ended before the headers did; `signed` when it holds the family's whole
+        /// signature (``signatureLength(_:_:)``).
+        case cutHeader(family: String, signed: Bool)
+    }
+
+    private static func sniff(_ bytes: UnsafeRawBufferPointer, isComplete: Bool) -> Sniffed {
         guard let first = bytes.first else {
-            return isComplete ? .notAnImage(reason: "empty body") : .needMoreData
+            return .decided(isComplete ? .notAnImage(reason: "empty body") : .needMoreData)
         }
         let view = ByteView(bytes)
         // Names the format being parsed, for the reason given when a whole body is too short.
@@ -63,22 +97,37 @@ public enum ImageSniffer {
                 family = "ISOBMFF"
                 info = try parseISOBMFF(view)
             default:
-                return .notAnImage(reason: "unrecognised signature")
+                return .decided(.notAnImage(reason: "unrecognised signature"))
             }
             guard info.width > 0, info.height > 0 else {
-                return .notAnImage(reason: "\(info.format.rawValue) has a zero dimension")
+                return .decided(.notAnImage(reason: "\(info.format.rawValue) has a zero dimension"))
             }
-            return .image(info)
+            return .decided(.image(info))
         } catch {
             switch error {
             case .needMore:
-                if isComplete {
-                    return .notAnImage(reason: "truncated \(family) header")
-                }
-                return .needMoreData
+                guard isComplete else { return .decided(.needMoreData) }
+                return .cutHeader(family: family, signed: bytes.count >= signatureLength(family, view))
             case .invalid(let reason):
-                return .notAnImage(reason: reason)
+                return .decided(.notAnImage(reason: reason))
             }
+        }
+    }
+
+    /// The leading bytes that each parser checks before it reads anything else, so that a parser
+    /// that ran out of bytes after them has seen its format's signature: JPEG `FF D8 FF`, the PNG
+    /// signature, `GIF87a`/`GIF89a`, `RIFF….WEBP`, a TIFF byte order and version, a BMP `BM` and
+    /// its info header's size, an ISOBMFF `ftyp` box with a brand of ours.
+    private static func signatureLength(_ family: String, _ view: ByteView) -> Int {
+        switch family {
+        case "JPEG": 3
+        case "PNG": 8
+        case "GIF": 6
+        case "WebP": 12
+        case "BMP": 18
+        case "TIFF": 4
+        case "ISOBMFF": (try? view.u32be(0)).map { max(16, Int($0)) } ?? Int.max
+        default: Int.max
         }
     }
 

@@ -49,17 +49,18 @@ private typealias S = ImageSamples
         #expect(code(S.png(width: 7, height: 3)) == nil)
     }
 
-    /// An image header with HTML behind it, where the image data should be: refused by the header
-    /// when the header is not complete, and by the structure walk when it is (the sniffer alone
-    /// accepted those).
+    /// An image header with HTML behind it, where the image data should be: refused whether the
+    /// HTML stands where the headers go on (read as lengths that run past the end: `truncated`,
+    /// as for any file that ends in its headers) or where the image data is (the structure walk;
+    /// the sniffer alone accepted those).
     @Test func aPolyglotWithHTMLInPlaceOfTheImageDataIsRefused() {
         let html = S.ascii("<html><script>alert(document.cookie)</script></html>")
         let screen = Array(S.gif(width: 1, height: 1).prefix(19))
         let descriptor: [UInt8] = [0x2C] + S.le16(0) + S.le16(0) + S.le16(1) + S.le16(1) + [0]
-        #expect(code(screen + html) == .notAnImage)
+        #expect(code(screen + html) == .truncated)
         #expect(code(screen + descriptor + html) == .truncated)
         let png = S.png(width: 7, height: 3)
-        #expect(code(Array(png.prefix(33)) + html) == .notAnImage)
+        #expect(code(Array(png.prefix(33)) + html) == .truncated)
         // IHDR and IDAT, then HTML where IEND should be.
         #expect(code(Array(png.prefix(png.count - 12)) + html) == .corruptImage)
         let jpeg = S.jpeg(width: 8, height: 8)
