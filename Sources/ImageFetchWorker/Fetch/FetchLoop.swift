@@ -309,6 +309,8 @@ final class FetchLoop: @unchecked Sendable {
             ttfbMs: Self.ms(easy, CURLINFO_STARTTRANSFER_TIME_T),
             totalMs: Self.ms(easy, CURLINFO_TOTAL_TIME_T))
         response.heldByWorker = transfer.heldByWorker
+        response.endedByClose =
+            transfer.bodyEndsAtClose && (response.httpVersion == .http10 || response.httpVersion == .http11)
         if aborted {
             response.failure = .aborted
         } else {

@@ -53,6 +53,9 @@ package struct FetchResponse: Sendable {
     /// The worker's flow control still held the transfer ahead of its body when it ended (its
     /// work queue was behind): a timeout then says nothing about the origin.
     package var heldByWorker = false
+    /// The body had no framing (an HTTP/1 answer with neither a length nor a transfer coding):
+    /// the connection's close ended it, so a close that came early looks like a whole body.
+    package var endedByClose = false
 
     /// The HTTP version of a response, as `CURLINFO_HTTP_VERSION` reports it.
     package enum HTTPVersion: String, Sendable {

@@ -228,6 +228,12 @@ final class FetchTransfer: @unchecked Sendable {
         return phase.ended()
     }
 
+    /// The current response's body has no framing of HTTP/1 (neither a `Content-Length` nor a
+    /// `Transfer-Encoding`): it ends where the connection closes. HTTP/2 frames every body.
+    var bodyEndsAtClose: Bool {
+        contentLength == nil && !transferCoded
+    }
+
     private var currentStatus: Int {
         easy?.long(CURLINFO_RESPONSE_CODE) ?? 0
     }

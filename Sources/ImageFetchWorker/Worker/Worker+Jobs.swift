@@ -152,11 +152,19 @@ extension JobRunner {
 
     /// What a whole body is, or why it fails (``ImagePolicy/check(_:maxPixels:decode:)``):
     /// `not_an_image`, `too_many_pixels`, `truncated` or `corrupt_image`.
+    ///
+    /// A cut image is final when the transfer proved its body whole (a length, chunks, HTTP/2):
+    /// another attempt fetches the same bytes. A body that only the connection's close ended
+    /// (`endedByClose`) may have lost its end to that close, so it is tried again.
     static func checkImage(
-        _ body: [UInt8], maxPixels: Int,
+        _ body: [UInt8], endedByClose: Bool = false, maxPixels: Int,
         verify: WorkerConfiguration.Image.Verify = .structure
     ) -> Result<ImageInfo, JobError> {
-        ImagePolicy.check(body, maxPixels: maxPixels, decode: verify == .decode).mapError(JobError.init)
+        ImagePolicy.check(body, maxPixels: maxPixels, decode: verify == .decode).mapError { refusal in
+            var error = JobError(refusal)
+            if endedByClose, error.code == .truncated { error.retryable = true }
+            return error
+        }
     }
 
     // MARK: - Fetched (work queue)
@@ -213,7 +221,7 @@ extension JobRunner {
         let validateSpan = context.trace.stage("validate")
         defer { validateSpan.end() }
         switch Self.checkImage(
-            response.body, maxPixels: configuration.fetch.maxPixels,
+            response.body, endedByClose: response.endedByClose, maxPixels: configuration.fetch.maxPixels,
             verify: configuration.image.verify)
         {
         case .success(let found):

@@ -28,6 +28,27 @@ private typealias S = ImageSamples
         #expect(error.message == "the image is cut short (jpeg ends before its end)")
     }
 
+    /// With no length and no chunks, the connection's close ended the body, and a close that
+    /// came early looks the same: the cut image is tried again, as a transfer cut mid-body is.
+    @Test func aCutImageThatOnlyTheCloseEndedIsRetried() throws {
+        let jpeg = S.jpeg(width: 640, height: 480)
+        let cut = Array(jpeg.prefix(jpeg.count - 5))
+        guard case .failure(let error) = Worker.checkImage(cut, endedByClose: true, maxPixels: maxPixels) else {
+            Issue.record("a cut JPEG was accepted")
+            return
+        }
+        #expect(error.code == .truncated)
+        #expect(error.retryable)
+        // Only a cut: a broken image is the same on every attempt.
+        var broken = S.png(width: 7, height: 3)
+        broken[broken.count - 13] ^= 0x01
+        guard case .failure(let corrupt) = Worker.checkImage(broken, endedByClose: true, maxPixels: maxPixels) else {
+            Issue.record("a corrupt PNG was accepted")
+            return
+        }
+        #expect(corrupt.code == .corruptImage && !corrupt.retryable)
+    }
+
     @Test func aProgressiveJPEGCutMidScanIsTruncated() {
         let jpeg = StructureSamples.progressiveJPEG()
         // Inside the second scan's entropy-coded data.
