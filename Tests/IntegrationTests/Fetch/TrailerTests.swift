@@ -27,4 +27,22 @@ struct TrailerTests {
         #expect(String(decoding: response.body, as: UTF8.self) == Self.body)
         #expect(response.contentType == "image/png")
     }
+
+    /// A followed redirect's trailers come before the next response: none may pass for that
+    /// response's status line, nor hide the real one (its headers were then all ignored).
+    @Test(arguments: ["HTTP/1.1 404 Not Found: x\r\n", "HTTP/1.1 302 Found: x\r\n", "Content-Type: text/html\r\n"])
+    func aRedirectsTrailerLeavesTheNextAnswerAlone(trailer: String) async throws {
+        let origin = try RawOrigin(responses: [
+            "/moved": "HTTP/1.1 302 Found\r\nLocation: /ok\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + "5\r\nmoved\r\n0\r\n\(trailer)\r\n",
+            "/ok": "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 12\r\n\r\n\(Self.body)",
+        ])
+        defer { origin.stop() }
+        let response = try await BodylessAnswerTests.fetch(origin, "/moved")
+        #expect(response.error == nil, "\(String(describing: response.error))")
+        #expect(response.httpStatus == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == Self.body)
+        #expect(response.contentType == "image/png")
+        #expect(response.redirects == 1)
+    }
 }
