@@ -290,8 +290,9 @@ final class FetchLoop: @unchecked Sendable {
         let status = easy.long(CURLINFO_RESPONSE_CODE) ?? 0
         var response = FetchResponse()
         // libcurl keeps an interim answer's code (`100 Continue`) when the connection drops
-        // after it: that is no response.
-        if status >= 200 {
+        // after it: that is no response. A 1xx that ended the transfer well (a `101` no one
+        // asked for, read to the close) was the answer.
+        if status >= 200 || (status >= 100 && result == CURLE_OK) {
             response.httpStatus = status
             response.contentType = transfer.contentType
             response.retryAfter = transfer.retryAfter

@@ -68,4 +68,16 @@ struct BodylessAnswerTests {
         #expect(response.error?.code == .httpError, "\(String(describing: response.error))")
         #expect(response.httpStatus == 302)
     }
+
+    /// A `101` no one asked for, with a body to the close: libcurl takes it as the answer, and
+    /// the result names its status, as for any other answer that came.
+    @Test func anUnaskedSwitchingProtocolsIsAnAnswerWithItsStatus() async throws {
+        let origin = try RawOrigin(responses: [
+            "/up": "HTTP/1.1 101 Switching Protocols\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nhello"
+        ])
+        defer { origin.stop() }
+        let response = try await Self.fetch(origin, "/up")
+        #expect(response.failure == .httpStatus(101), "\(String(describing: response.failure))")
+        #expect(response.httpStatus == 101)
+    }
 }
