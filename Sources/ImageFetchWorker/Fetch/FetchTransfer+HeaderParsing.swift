@@ -148,6 +148,30 @@ extension FetchTransfer {
         return line[start..<end]
     }
 
+    /// Whether a `Transfer-Encoding` value names `chunked` among its codings, as libcurl reads it
+    /// (any position, any case): only then are the body's ends its chunks, not the close.
+    static func namesChunked(_ value: UnsafeRawBufferPointer.SubSequence) -> Bool {
+        var rest = value[...]
+        while !rest.isEmpty {
+            let end = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
+            var coding = rest[rest.startIndex..<end]
+            if let parameters = coding.firstIndex(of: UInt8(ascii: ";")) {
+                coding = coding[coding.startIndex..<parameters]
+            }
+            while let first = coding.first, isSpace(first) { coding = coding.dropFirst() }
+            while let last = coding.last, isSpace(last) { coding = coding.dropLast() }
+            if coding.count == chunkedCoding.count,
+                zip(coding, chunkedCoding).allSatisfy({ ($0 | 0x20) == $1 })
+            {
+                return true
+            }
+            rest = end == rest.endIndex ? rest[end...] : rest[rest.index(after: end)...]
+        }
+        return false
+    }
+
+    private static let chunkedCoding = Array("chunked".utf8)
+
     @inline(__always)
     private static func isSpace(_ byte: UInt8) -> Bool {
         byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r")

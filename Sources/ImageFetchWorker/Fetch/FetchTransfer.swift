@@ -55,6 +55,8 @@ final class FetchTransfer: @unchecked Sendable {
     /// sends one too, is ignored, as libcurl ignores it (RFC 9112, 6.3) and reads the body by its
     /// chunks or to the connection's close.
     private var transferCoded = false
+    /// The response's `Transfer-Encoding` names `chunked`: its body ends with its last chunk.
+    private var chunked = false
     /// `Retry-After` of the current response, as sent (only kept for 429 and 503, which the
     /// origin scheduler reads as a pause).
     private(set) var retryAfter: String?
@@ -228,10 +230,11 @@ final class FetchTransfer: @unchecked Sendable {
         return phase.ended()
     }
 
-    /// The current response's body has no framing of HTTP/1 (neither a `Content-Length` nor a
-    /// `Transfer-Encoding`): it ends where the connection closes. HTTP/2 frames every body.
+    /// The current response's body has no framing of HTTP/1 (neither a `Content-Length` nor
+    /// chunks; libcurl reads any other coding to the close): it ends where the connection
+    /// closes. HTTP/2 frames every body.
     var bodyEndsAtClose: Bool {
-        contentLength == nil && !transferCoded
+        contentLength == nil && !chunked
     }
 
     private var currentStatus: Int {
@@ -285,15 +288,19 @@ final class FetchTransfer: @unchecked Sendable {
                 lastModified = CacheValidators.lastModified(from: value)
             }
         case UInt8(ascii: "X"), UInt8(ascii: "x"), UInt8(ascii: "T"), UInt8(ascii: "t"):
-            if Self.value(of: Self.transferEncodingPrefix, in: line) != nil {
+            if let value = Self.value(of: Self.transferEncodingPrefix, in: line) {
                 transferCoded = true
+                chunked = chunked || Self.namesChunked(value)
                 contentLength = nil
             }
             if request.optOut != nil { optOutHeaders.gather(line) }
         case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
             // The blank line that ends a response's headers: the last moment before its body.
-            // Only an interim answer or a redirect hop is followed by another response.
-            awaitingStatusLine = (100...199).contains(statusFromLine) || (300...399).contains(statusFromLine)
+            // Only an interim answer, a redirect hop, or the 417 to an upload's `Expect:
+            // 100-continue` (libcurl then sends the upload again) is followed by another response.
+            awaitingStatusLine =
+                (100...199).contains(statusFromLine) || (300...399).contains(statusFromLine)
+                || (statusFromLine == 417 && request.uploadBody != nil)
             finalHeadersEnded = !awaitingStatusLine
             if let policy = request.optOut, (200...299).contains(statusFromLine), !optOutHeaders.isEmpty,
                 let signal = policy.signal(
@@ -335,6 +342,7 @@ final class FetchTransfer: @unchecked Sendable {
         contentType = nil
         contentLength = nil
         transferCoded = false
+        chunked = false
         retryAfter = nil
         optOutHeaders = OptOutHeaders()
         etag = nil

@@ -17,6 +17,19 @@ import Testing
         #expect(Self.value("Transfer-Encodings: chunked\r\n", FetchTransfer.transferEncodingPrefix) == nil)
     }
 
+    /// Only a `chunked` coding frames the body; libcurl reads any other to the close.
+    @Test(arguments: [
+        ("chunked", true), ("gzip, chunked", true), ("Chunked", true), (" gzip ,CHUNKED ; x=1", true),
+        ("gzip", false), ("identity", false), ("", false), ("xchunked", false), ("chunked-ish", false),
+    ])
+    func chunkedIsAmongTheCodings(value: String, chunked: Bool) {
+        let line = "Transfer-Encoding: \(value)\r\n"
+        let found = Array(line.utf8).withUnsafeBytes { bytes in
+            FetchTransfer.value(of: FetchTransfer.transferEncodingPrefix, in: bytes).map(FetchTransfer.namesChunked)
+        }
+        #expect(found == chunked)
+    }
+
     /// As libcurl reads it (`" HTTP/%1d.%1d%c%3d%c"`): one space after the version, then the
     /// number after any whitespace.
     @Test func aStatusIsReadAsLibcurlReadsIt() {
