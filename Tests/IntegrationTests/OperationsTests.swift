@@ -278,6 +278,12 @@ struct OperationsTests {
         let table = try await Self.command(["depth", "--management-url", management], environment: environment)
         #expect(table.status == 0)
         #expect(table.output.contains("UNACKED"))
+        // The worker's host lists are for the images it fetches, not for the broker's API.
+        var listed = environment
+        listed["FETCH_ALLOWED_HOSTS"] = "cdn.example.com"
+        listed["FETCH_DENIED_HOSTS"] = "127.0.0.1"
+        let policed = try await Self.command(["depth", "--management-url", management], environment: listed)
+        #expect(policed.status == 0, "\(policed.output)")
 
         // Wrong credentials: exit 2, and the password is not printed.
         let url = try #require(URL(string: management))
