@@ -131,6 +131,20 @@ struct CommandLineTests {
             "\(refused.output)")
     }
 
+    /// A host name that resolves to nothing is no address of this machine either: NIO's lookup
+    /// error was taken for a passing trouble (exit 1, naming `http.port`).
+    @Test func anOperationsHostThatDoesNotResolveExits78() async throws {
+        let refused = try await run(["run"], ["HTTP_HOST": "no-such-host.invalid", "HTTP_PORT": "19099"])
+        #expect(refused.status == 78, "\(refused.output)")
+        let lines = refused.output.split(separator: "\n").filter { $0.contains("http.") }
+        #expect(lines.count == 1, "\(refused.output)")
+        #expect(
+            lines.first?.hasSuffix(
+                "configuration error: http.host: no-such-host.invalid does not resolve to an address of this machine")
+                == true,
+            "\(refused.output)")
+    }
+
     /// The jobs queue exists as a classic queue and the worker is configured for quorum queues: the
     /// broker refuses the declare (PRECONDITION_FAILED). The worker kept reconnecting and
     /// redeclaring for good, not ready, where the docs promise it stops at start-up.

@@ -87,10 +87,16 @@ package final class HealthServer: Sendable {
     }
 
     /// Why the endpoint cannot listen, said as the operator fixes it rather than as NIO's `bind`.
-    /// An address that is not this machine's, or a port it may not use, is a bad value (exit 78);
-    /// a port in use is the moment's trouble, another process's (exit 1).
+    /// An address that is not this machine's (or a name that resolves to none), or a port it may
+    /// not use, is a bad value (exit 78); a port in use is the moment's trouble, another
+    /// process's (exit 1).
     static func listenProblem(host: String, port: Int, error: any Error) -> any Error {
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        if error is SocketAddressError || error is SocketAddressError.UnknownHost {
+            // A name that resolves to nothing (NIO looks it up before it binds).
+            return ConfigurationError(
+                key: "http.host", problem: "\(host) does not resolve to an address of this machine")
+        }
         switch (error as? IOError)?.errnoCode {
         case EADDRINUSE:
             return StartupError("http.port: \(address) is in use by another process")
