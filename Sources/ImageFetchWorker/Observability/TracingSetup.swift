@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 import Tracing
@@ -36,11 +37,12 @@ package enum TracingSetup {
         } else {
             return nil
         }
-        guard endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") else {
-            throw invalid(
-                value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil
-                    ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-                    : "OTEL_EXPORTER_OTLP_ENDPOINT", "must be an http:// or https:// URL")
+        // The base is checked as given: `http://` plus `/v1/traces` would read as host `v1`.
+        let endpointName =
+            value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil
+            ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT"
+        if let problem = endpointProblem(value(endpointName) ?? endpoint) ?? endpointProblem(endpoint) {
+            throw invalid(endpointName, problem)
         }
         var exporter = OTLPExporter.Configuration(endpoint: endpoint)
         // The traces variable wins over the general one, as for the endpoint.
@@ -63,6 +65,12 @@ package enum TracingSetup {
                 guard RequestHeaders.isValidName(name) else {
                     throw invalid(headersName, "must be a list of name=value pairs with HTTP header names")
                 }
+                // Framing and the body's type are the exporter's: a `content-length=1` broke
+                // every export.
+                let lower = name.lowercased()
+                guard !RequestHeaders.reservedNames.contains(lower), lower != "content-type" else {
+                    throw invalid(headersName, "names \(name), a header the exporter sets itself")
+                }
                 let headerValue = ConfigText.trimmed(ConfigText.percentDecoded(String(parts[1])) ?? String(parts[1]))
                 // Decoded, a value could end the header and start another.
                 if let problem = RequestHeaders.valueProblem(headerValue) {
@@ -76,8 +84,12 @@ package enum TracingSetup {
             ("service.version", WorkerVersion.current),
         ]
         for pair in (value("OTEL_RESOURCE_ATTRIBUTES") ?? "").split(separator: ",") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map(ConfigText.trimmed)
-            guard parts.count == 2, !parts[0].isEmpty else { continue }
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                .map(ConfigText.trimmed)
+            if parts.count == 1, parts[0].isEmpty { continue }  // `a=1, ,b=2`
+            guard parts.count == 2, !parts[0].isEmpty else {
+                throw invalid("OTEL_RESOURCE_ATTRIBUTES", "must be a list of key=value pairs")
+            }
             if parts[0] == "service.name", value("OTEL_SERVICE_NAME") != nil { continue }
             resource.removeAll { $0.0 == parts[0] }
             resource.append((parts[0], ConfigText.percentDecoded(parts[1]) ?? parts[1]))
@@ -152,6 +164,29 @@ package enum TracingSetup {
     /// Exports the spans still queued, waiting up to `timeout` seconds; a no-op when tracing is off.
     package static func flush(timeout: Double = 2) {
         exporter.withLock { $0 }?.flush(timeout: timeout)
+    }
+
+    /// Why libcurl could not send to `endpoint`, or why its host would not be its own; nil when
+    /// it is fine. The endpoint may hold a credential, so the problem never quotes it.
+    static func endpointProblem(_ endpoint: String) -> String? {
+        guard let components = URLComponents(string: endpoint),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty
+        else {
+            return "must be an http:// or https:// URL with a host"
+        }
+        if let port = components.port, !(1...65535).contains(port) {
+            return "has a port outside 1-65535"
+        }
+        // An `@` after the host is a password's unencoded `/`, `?` or `#`: the host read is then a
+        // piece of the password, which the "tracing on" line would show.
+        let rest =
+            components.percentEncodedPath + (components.percentEncodedQuery ?? "")
+            + (components.percentEncodedFragment ?? "")
+        guard !rest.contains("@") else {
+            return "has an @ after its host: percent-encode / ? # in the password (%2F %3F %23)"
+        }
+        return nil
     }
 
     /// The host of a URL, for logs: the URL itself may carry credentials, and a token in its query

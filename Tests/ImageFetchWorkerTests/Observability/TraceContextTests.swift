@@ -228,6 +228,19 @@ import Tracing
         ["OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20s%0D%0AX-Injected:%20yes"],
         ["OTEL_EXPORTER_OTLP_HEADERS": "Bad Name=x"],
         ["OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=x%0Ay"],
+        // Endpoints libcurl refuses on every export, and one whose password held an unencoded
+        // `/` (its host, logged, was a piece of the password).
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:99999"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://coll ector:4318"],
+        ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://:abc/def@collector:4318"],
+        ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://tok/en@host/v1/traces"],
+        // Headers that frame the request: every export would break.
+        ["OTEL_EXPORTER_OTLP_HEADERS": "content-length=1"],
+        ["OTEL_EXPORTER_OTLP_HEADERS": "Host=elsewhere"],
+        ["OTEL_EXPORTER_OTLP_HEADERS": "Transfer-Encoding=chunked"],
+        // An attribute without its value was dropped without a word.
+        ["OTEL_RESOURCE_ATTRIBUTES": "deployment.environment"],
     ])
     func badTracingSettingsStopTheStart(_ settings: [String: String]) {
         var environment = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]
