@@ -52,6 +52,9 @@ extension ConfigurationLoader {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
             throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) \(reason)")
         }
+        if !isJSON, let problem = YAMLBounds.problem(in: data) {
+            throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) \(problem)")
+        }
         do {
             let name = "config file \(path)"
             let snapshot: any ConfigSnapshot =

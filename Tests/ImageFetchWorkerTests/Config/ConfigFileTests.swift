@@ -41,6 +41,43 @@ struct ConfigFileTests {
         #expect(line.contains("gives \(key) twice"), "\(line)")
     }
 
+    /// The configuration reader expands every alias: ten anchors of ten aliases each were 10^10
+    /// values, and the start ran without end. Nesting the YAML reader stops at 1,000 levels
+    /// (a guard: it passed before). Each is one configuration line.
+    @Test(arguments: [
+        ("a: " + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000), "is not valid YAML"),
+        ("a:\n" + String(repeating: "- ", count: 100_000) + "x\n", "is not valid YAML"),
+        (
+            (0..<10).map { level in
+                let inner = level == 0 ? "x" : "*a\(level - 1)"
+                return "a\(level): &a\(level) {" + (0..<10).map { "k\($0): \(inner)" }.joined(separator: ", ") + "}"
+            }.joined(separator: "\n") + "\n",
+            "holds more than"
+        ),
+    ])
+    func aYAMLFileTooDeepOrTooLargeOnceExpandedIsRefused(yaml: String, problem: String) throws {
+        let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
+        let line = ConfigurationLoader.problem(["--config", file.path])
+        #expect(line.hasPrefix("configuration error: config: "), "\(line.prefix(300))")
+        #expect(line.contains(problem), "\(line.prefix(300))")
+    }
+
+    /// What real files hold still loads: anchors and aliases, flow lists, nesting, brackets and
+    /// hashes in quoted values and comments.
+    @Test func aYAMLFileWithAliasesAndFlowListsLoads() throws {
+        let yaml = """
+            defaults: &timeouts {timeout: 30s}
+            notes:
+              list: ["a [1", 'b {2']  # [not {closed
+              hosts: [a.example, b.example]
+            x: *timeouts
+            y: {z: [1, 2], w: {v: {u: 4}}}
+
+            """
+        let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
+        #expect(ConfigurationLoader.problem(["--config", file.path]) == "loaded")
+    }
+
     @Test func yamlKeysThatOnlyLookAlikeAreFine() throws {
         let yaml = "worker:\n  concurrency: 8\nx:\n  a:\n    b: 1\n  c:\n    b: 2\nlog.format: json\n"
         let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
