@@ -6,19 +6,24 @@ import Yams
 /// The configuration reader walks every alias again where it stands, so ten anchors of ten
 /// aliases each are 10^10 values: the start ran at a full core without end. The YAML reader
 /// itself shares an anchored node among its aliases, and stops nesting at 1,000 levels.
-/// Real configuration files hold a few hundred values.
+/// Without aliases a file holds at most about one value a byte (`{a,b}` is two keys and two
+/// nulls in five bytes), so only expanded aliases can pass twice its size.
 enum YAMLBounds {
-    /// Values (keys, scalars, collections) with every alias expanded.
-    static let maxValues = 10_000
+    /// The most values (keys, scalars, collections), aliases expanded, that a file of `bytes`
+    /// may hold: twice its size, and never fewer than 10,000.
+    static func maxValues(bytes: Int) -> Int { max(10_000, 2 * bytes) }
 
     /// Why the file is refused, or nil.
     static func problem(in data: Data) -> String? {
         guard let root = try? Yams.Parser(yaml: data).singleRoot() else { return nil }  // the reader says why
+        let maxValues = maxValues(bytes: data.count)
         var budget = maxValues
         var pending = [root]
         while let node = pending.popLast() {
             budget -= 1
-            if budget < 0 { return "holds more than \(maxValues) values once its aliases are expanded" }
+            if budget < 0 {
+                return "holds more than \(maxValues) values once its aliases are expanded, past what its size can hold"
+            }
             switch node {
             case .mapping(let mapping):
                 for (key, value) in mapping {

@@ -149,15 +149,13 @@ extension FetchTransfer {
     }
 
     /// Whether a `Transfer-Encoding` value names `chunked` among its codings, as libcurl reads it
-    /// (any position, any case): only then are the body's ends its chunks, not the close.
+    /// (any position, any case, the whole text between commas): only then are the body's ends its
+    /// chunks, not the close.
     static func namesChunked(_ value: UnsafeRawBufferPointer.SubSequence) -> Bool {
         var rest = value[...]
         while !rest.isEmpty {
             let end = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
             var coding = rest[rest.startIndex..<end]
-            if let parameters = coding.firstIndex(of: UInt8(ascii: ";")) {
-                coding = coding[coding.startIndex..<parameters]
-            }
             while let first = coding.first, isSpace(first) { coding = coding.dropFirst() }
             while let last = coding.last, isSpace(last) { coding = coding.dropLast() }
             if coding.count == chunkedCoding.count,

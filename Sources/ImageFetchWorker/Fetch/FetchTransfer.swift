@@ -57,6 +57,8 @@ final class FetchTransfer: @unchecked Sendable {
     private var transferCoded = false
     /// The response's `Transfer-Encoding` names `chunked`: its body ends with its last chunk.
     private var chunked = false
+    /// A 417 came: libcurl sends an upload again only after the first.
+    private var expectationFailed = false
     /// `Retry-After` of the current response, as sent (only kept for 429 and 503, which the
     /// origin scheduler reads as a pause).
     private(set) var retryAfter: String?
@@ -237,6 +239,12 @@ final class FetchTransfer: @unchecked Sendable {
         contentLength == nil && !chunked
     }
 
+    /// libcurl 7.88 sends `Expect: 100-continue` with an upload over 1 MiB, unless the request
+    /// blanks it, which a SigV4 request cannot (``CurlTransferOptions``).
+    private var sentExpect: Bool {
+        request.awsSigV4 != nil && (request.uploadBody?.count ?? 0) > 1 << 20
+    }
+
     private var currentStatus: Int {
         easy?.long(CURLINFO_RESPONSE_CODE) ?? 0
     }
@@ -300,7 +308,8 @@ final class FetchTransfer: @unchecked Sendable {
             // 100-continue` (libcurl then sends the upload again) is followed by another response.
             awaitingStatusLine =
                 (100...199).contains(statusFromLine) || (300...399).contains(statusFromLine)
-                || (statusFromLine == 417 && request.uploadBody != nil)
+                || (statusFromLine == 417 && sentExpect && !expectationFailed)
+            if statusFromLine == 417 { expectationFailed = true }
             finalHeadersEnded = !awaitingStatusLine
             if let policy = request.optOut, (200...299).contains(statusFromLine), !optOutHeaders.isEmpty,
                 let signal = policy.signal(

@@ -92,8 +92,11 @@ package final class HealthServer: Sendable {
     /// process's (exit 1).
     static func listenProblem(host: String, port: Int, error: any Error) -> any Error {
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        if error is SocketAddressError || error is SocketAddressError.UnknownHost {
-            // A name that resolves to nothing (NIO looks it up before it binds).
+        // A name the resolver says has no address (NIO looks it up before it binds). A resolver
+        // that cannot answer now (EAI_AGAIN, EAI_SYSTEM) is the moment's trouble, as below.
+        if let unknown = error as? SocketAddressError.UnknownHost,
+            unknown.errorCode == Int(EAI_NONAME) || unknown.errorCode == Self.eaiNoData
+        {
             return ConfigurationError(
                 key: "http.host", problem: "\(host) does not resolve to an address of this machine")
         }
@@ -108,6 +111,13 @@ package final class HealthServer: Sendable {
             return StartupError("http.port: \(address) cannot be listened on: \(error)")
         }
     }
+
+    /// glibc's `EAI_NODATA` (a name with no address), which its headers show only to GNU code.
+    #if os(Linux)
+    private static let eaiNoData = -5
+    #else
+    private static let eaiNoData = Int(EAI_NODATA)
+    #endif
 
     /// Stops serving.
     package func shutdown() {

@@ -78,6 +78,13 @@ struct ConfigFileTests {
         #expect(ConfigurationLoader.problem(["--config", file.path]) == "loaded")
     }
 
+    /// A long list without aliases is no bomb, however many values it holds.
+    @Test func aYAMLFileWithALongListLoads() throws {
+        let yaml = "fetch:\n  denied_hosts:\n" + (0..<20_000).map { "    - h\($0).example\n" }.joined()
+        let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
+        #expect(ConfigurationLoader.problem(["--config", file.path]) == "loaded")
+    }
+
     @Test func yamlKeysThatOnlyLookAlikeAreFine() throws {
         let yaml = "worker:\n  concurrency: 8\nx:\n  a:\n    b: 1\n  c:\n    b: 2\nlog.format: json\n"
         let file = try ConfigurationLoaderTests.TempFile(extension: "yaml", contents: yaml)
