@@ -6,8 +6,8 @@ import Yams
 /// The configuration reader walks every alias again where it stands, so ten anchors of ten
 /// aliases each are 10^10 values: the start ran at a full core without end. The YAML reader
 /// itself shares an anchored node among its aliases, and stops nesting at 1,000 levels.
-/// Without aliases a file holds at most about one value a byte (`{a,b}` is two keys and two
-/// nulls in five bytes), so only expanded aliases can pass twice its size.
+/// Without aliases a file holds at most one and a half values a byte (`[?,?]`: each `?,` is a
+/// mapping, a null key and a null value), so only expanded aliases can pass twice its size.
 enum YAMLBounds {
     /// The most values (keys, scalars, collections), aliases expanded, that a file of `bytes`
     /// may hold: twice its size, and never fewer than 10,000.

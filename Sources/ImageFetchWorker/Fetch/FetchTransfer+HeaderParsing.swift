@@ -156,8 +156,13 @@ extension FetchTransfer {
         while !rest.isEmpty {
             let end = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
             var coding = rest[rest.startIndex..<end]
-            while let first = coding.first, isSpace(first) { coding = coding.dropFirst() }
-            while let last = coding.last, isSpace(last) { coding = coding.dropLast() }
+            // libcurl skips blanks before a name and C spaces (VT and FF too) after it.
+            while let first = coding.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
+                coding = coding.dropFirst()
+            }
+            while let last = coding.last, last == UInt8(ascii: " ") || (0x09...0x0D).contains(last) {
+                coding = coding.dropLast()
+            }
             if coding.count == chunkedCoding.count,
                 zip(coding, chunkedCoding).allSatisfy({ ($0 | 0x20) == $1 })
             {

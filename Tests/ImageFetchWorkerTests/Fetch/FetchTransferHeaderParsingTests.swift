@@ -20,7 +20,7 @@ import Testing
     /// Only a `chunked` coding frames the body; libcurl reads any other to the close.
     @Test(arguments: [
         ("chunked", true), ("gzip, chunked", true), ("Chunked", true), (" gzip ,CHUNKED ", true),
-        ("chunked;x=1", false),
+        ("chunked;x=1", false), ("gzip, chunked\u{0B}", true), ("x, \rchunked", false),
         ("gzip", false), ("identity", false), ("", false), ("xchunked", false), ("chunked-ish", false),
     ])
     func chunkedIsAmongTheCodings(value: String, chunked: Bool) {

@@ -1,5 +1,6 @@
 import Foundation
 import ImageFetchWorker
+import Synchronization
 import Testing
 
 /// An upload of over 1 MiB with SigV4 keeps libcurl's `Expect: 100-continue`. A store (or a proxy)
@@ -25,6 +26,7 @@ struct ExpectationFailedTests {
                     lines = head.decode("latin-1").lower().split("\\r\\n")
                     print("request " + lines[0], flush=True)
                     if "expect: 100-continue" in lines:
+                        print("expect", flush=True)
                         connection.sendall(b"HTTP/1.1 417 Expectation Failed\\r\\nContent-Type: text/html\\r\\n"
                             + b"Content-Length: 0\\r\\n\\r\\n")
                         continue
@@ -46,8 +48,10 @@ struct ExpectationFailedTests {
     @Test(.timeLimit(.minutes(1)))
     func theAnswerToTheUploadSentAgainIsTheResult() async throws {
         let port = try TestBroker.freePort()
+        let printed = Mutex("")
         let server = try PythonServer(
-            script: Self.script, arguments: { _ in ["\(port)"] }, output: { _ in })
+            script: Self.script, arguments: { _ in ["\(port)"] },
+            output: { text in printed.withLock { $0 += text } })
         defer { server.stop() }
         let engine = try FetchEngine(configuration: FetchEngineTests.configuration(), addressPolicy: nil)
         defer { engine.shutdown() }
@@ -61,5 +65,7 @@ struct ExpectationFailedTests {
         #expect(response.error == nil, "\(String(describing: response.error))")
         #expect(response.httpStatus == 200)
         #expect(response.etag == "\"second\"")
+        // The first request did expect a 100: else the test would prove nothing.
+        #expect(await eventually(timeout: 5) { printed.withLock { $0.contains("expect") } })
     }
 }
