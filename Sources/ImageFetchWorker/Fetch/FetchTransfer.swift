@@ -71,8 +71,9 @@ final class FetchTransfer: @unchecked Sendable {
     /// Whether the next header line is a response's first: the transfer's, or one after the blank
     /// line that ended a response's headers (a redirect hop, a 100 Continue).
     private var awaitingStatusLine = true
-    /// The headers of a final answer (neither 1xx nor 3xx) have ended: any later header line is a
-    /// trailer after its body, which may neither start a response nor change the answer.
+    /// The headers of a final answer have ended (not a 1xx, a 3xx, or the first 417 to an upload
+    /// that sent `Expect`): any later header line is a trailer after its body, which may neither
+    /// start a response nor change the answer.
     private var finalHeadersEnded = false
     /// The body size at which an undecided inspector looks again.
     private var nextInspection = 0

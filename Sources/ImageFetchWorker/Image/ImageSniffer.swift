@@ -60,7 +60,7 @@ public enum ImageSniffer {
     private enum Sniffed {
         case decided(ImageInspection)
         /// A whole body ended before the headers did; `signed` when it holds the family's whole
-        /// signature (``signatureLength(_:_:)``).
+        /// signature (``Family/signatureLength(_:)``).
         case cutHeader(family: String, signed: Bool)
     }
 
@@ -70,31 +70,31 @@ public enum ImageSniffer {
         }
         let view = ByteView(bytes)
         // Names the format being parsed, for the reason given when a whole body is too short.
-        let family: String
+        let family: Family
         do throws(SniffStop) {
             let info: ImageInfo
             switch first {
             case 0xFF:
-                family = "JPEG"
+                family = .jpeg
                 info = try parseJPEG(view)
             case 0x89:
-                family = "PNG"
+                family = .png
                 info = try parsePNG(view)
             case UInt8(ascii: "G"):
-                family = "GIF"
+                family = .gif
                 info = try parseGIF(view, isComplete: isComplete)
             case UInt8(ascii: "R"):
-                family = "WebP"
+                family = .webp
                 info = try parseWebP(view, isComplete: isComplete)
             case UInt8(ascii: "B"):
-                family = "BMP"
+                family = .bmp
                 info = try parseBMP(view)
             case UInt8(ascii: "I"), UInt8(ascii: "M"):
-                family = "TIFF"
+                family = .tiff
                 info = try parseTIFF(view)
             case 0x00:
                 // AVIF or HEIC is only known once the brands are read.
-                family = "ISOBMFF"
+                family = .isobmff
                 info = try parseISOBMFF(view)
             default:
                 return .decided(.notAnImage(reason: "unrecognised signature"))
@@ -107,27 +107,33 @@ public enum ImageSniffer {
             switch error {
             case .needMore:
                 guard isComplete else { return .decided(.needMoreData) }
-                return .cutHeader(family: family, signed: bytes.count >= signatureLength(family, view))
+                return .cutHeader(family: family.rawValue, signed: bytes.count >= family.signatureLength(view))
             case .invalid(let reason):
                 return .decided(.notAnImage(reason: reason))
             }
         }
     }
 
-    /// The leading bytes that each parser checks before it reads anything else, so that a parser
-    /// that ran out of bytes after them has seen its format's signature: JPEG `FF D8 FF`, the PNG
-    /// signature, `GIF87a`/`GIF89a`, `RIFF….WEBP`, a TIFF byte order and version, a BMP `BM` and
-    /// its info header's size, an ISOBMFF `ftyp` box with a brand of ours.
-    private static func signatureLength(_ family: String, _ view: ByteView) -> Int {
-        switch family {
-        case "JPEG": 3
-        case "PNG": 8
-        case "GIF": 6
-        case "WebP": 12
-        case "BMP": 18
-        case "TIFF": 4
-        case "ISOBMFF": (try? view.u32be(0)).map { max(16, Int($0)) } ?? Int.max
-        default: Int.max
+    /// The format family that a body's first byte picks, named as results name it.
+    private enum Family: String {
+        case jpeg = "JPEG", png = "PNG", gif = "GIF", webp = "WebP", bmp = "BMP", tiff = "TIFF"
+        case isobmff = "ISOBMFF"
+
+        /// The leading bytes that the family's parser checks before it reads anything else, so
+        /// that a parser that ran out of bytes after them has seen its format's signature: JPEG
+        /// `FF D8 FF`, the PNG signature, `GIF87a`/`GIF89a`, `RIFF….WEBP`, a TIFF byte order and
+        /// version, a BMP `BM` and its info header's size, an ISOBMFF `ftyp` box with a brand of
+        /// ours.
+        func signatureLength(_ view: ByteView) -> Int {
+            switch self {
+            case .jpeg: 3
+            case .png: 8
+            case .gif: 6
+            case .webp: 12
+            case .bmp: 18
+            case .tiff: 4
+            case .isobmff: (try? view.u32be(0)).map { max(16, Int($0)) } ?? Int.max
+            }
         }
     }
 
