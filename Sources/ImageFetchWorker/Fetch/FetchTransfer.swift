@@ -71,10 +71,14 @@ final class FetchTransfer: @unchecked Sendable {
     /// Whether the next header line is a response's first: the transfer's, or one after the blank
     /// line that ended a response's headers (a redirect hop, a 100 Continue).
     private var awaitingStatusLine = true
-    /// The headers of a final answer have ended (not a 1xx, a 3xx, or the first 417 to an upload
-    /// that sent `Expect`): any later header line is a trailer after its body, which may neither
-    /// start a response nor change the answer.
+    /// The headers of a final answer have ended (not a 1xx, a followed 3xx, or the first 417 to an
+    /// upload that sent `Expect`): any later header line is a trailer after its body, which may
+    /// neither start a response nor change the answer.
     private var finalHeadersEnded = false
+    /// The hops libcurl had counted when a 3xx's headers ended. Lines that come before it counts
+    /// another are the 3xx's trailers (all of them, when it is not followed: no `Location`, the
+    /// redirect limit); the first after it is the next response's status line.
+    private var redirectsAtHeadersEnd: Int?
     /// The body size at which an undecided inspector looks again.
     private var nextInspection = 0
     /// The current response's `X-Robots-Tag` and `tdm-reservation` values, gathered only when
@@ -255,6 +259,11 @@ final class FetchTransfer: @unchecked Sendable {
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
         assertOnFetchQueue()
         guard let first = line.first, !finalHeadersEnded else { return true }
+        if let hops = redirectsAtHeadersEnd {
+            // The 3xx's trailers, until libcurl has counted a hop; after it, the next response.
+            guard (easy?.long(CURLINFO_REDIRECT_COUNT) ?? 0) > hops else { return true }
+            redirectsAtHeadersEnd = nil
+        }
         // Only a response's first line is its status line. libcurl reads a later line that starts
         // with `HTTP/` and has a colon as an ordinary header; taken as a status line, it would
         // hide the `Location` that libcurl follows from the redirect checks.
@@ -312,6 +321,9 @@ final class FetchTransfer: @unchecked Sendable {
                 || (statusFromLine == 417 && sentExpect && !expectationFailed)
             if statusFromLine == 417 { expectationFailed = true }
             finalHeadersEnded = !awaitingStatusLine
+            if (300...399).contains(statusFromLine) {
+                redirectsAtHeadersEnd = easy?.long(CURLINFO_REDIRECT_COUNT) ?? 0
+            }
             if let policy = request.optOut, (200...299).contains(statusFromLine), !optOutHeaders.isEmpty,
                 let signal = policy.signal(
                     xRobotsTag: optOutHeaders.xRobotsTag, tdmReservation: optOutHeaders.tdmReservation)
