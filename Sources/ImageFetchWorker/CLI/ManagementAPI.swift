@@ -73,16 +73,9 @@ package struct ManagementAPI: Sendable, CustomStringConvertible {
                 description: "--management-url must be an http or https URL, like http://rabbitmq:15672",
                 isConfiguration: true)
         }
-        // An `@` after the host is a password's unencoded `/`, `?` or `#`: the rest of the password
-        // went into the path, and a message naming the URL would show it.
-        guard
-            !(components.percentEncodedPath + (components.percentEncodedQuery ?? "")
-                + (components.percentEncodedFragment ?? "")).contains("@")
-        else {
-            throw Failure(
-                description:
-                    "--management-url has an @ after its host: percent-encode / ? # in the password (%2F %3F %23)",
-                isConfiguration: true)
+        // A message naming the URL would show the rest of such a password.
+        if let problem = URLPolicy.atAfterHostProblem(components) {
+            throw Failure(description: "--management-url \(problem)", isConfiguration: true)
         }
         if let urlUser = components.percentEncodedUser, !urlUser.isEmpty {
             user = urlUser.removingPercentEncoding ?? urlUser

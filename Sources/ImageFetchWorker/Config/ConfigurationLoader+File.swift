@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import Yams
 
 #if canImport(Glibc)
 import Glibc
@@ -52,7 +53,10 @@ extension ConfigurationLoader {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
             throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) \(reason)")
         }
-        if !isJSON, let problem = YAMLBounds.problem(in: data) {
+        // The YAML tree, built once for the checks (the reader builds its own); nil when it is not
+        // valid YAML, which the reader then says.
+        let yamlRoot = isJSON ? nil : try? Yams.Parser(yaml: data).singleRoot()
+        if let yamlRoot, let problem = YAMLBounds.problem(root: yamlRoot, bytes: data.count) {
             throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) \(problem)")
         }
         do {
@@ -61,7 +65,8 @@ extension ConfigurationLoader {
                 isJSON
                 ? try JSONSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
                 : try YAMLSnapshot(data: data.bytes, providerName: name, parsingOptions: .default)
-            let duplicate = isJSON ? JSONKeyScan.firstDuplicate(in: Array(data)) : YAMLKeyScan.firstDuplicate(in: data)
+            let duplicate =
+                isJSON ? JSONKeyScan.firstDuplicate(in: Array(data)) : yamlRoot.flatMap(YAMLKeyScan.firstDuplicate(in:))
             if let key = duplicate {
                 throw ConfigurationError(key: "config", problem: "\(ConfigText.quoted(path)) gives \(key) twice")
             }

@@ -13,10 +13,9 @@ enum YAMLBounds {
     /// may hold: twice its size, and never fewer than 10,000.
     static func maxValues(bytes: Int) -> Int { max(10_000, 2 * bytes) }
 
-    /// Why the file is refused, or nil.
-    static func problem(in data: Data) -> String? {
-        guard let root = try? Yams.Parser(yaml: data).singleRoot() else { return nil }  // the reader says why
-        let maxValues = maxValues(bytes: data.count)
+    /// Why the file of `bytes` whose tree is `root` is refused, or nil.
+    static func problem(root: Node, bytes: Int) -> String? {
+        let maxValues = maxValues(bytes: bytes)
         var budget = maxValues
         var pending = [root]
         while let node = pending.popLast() {

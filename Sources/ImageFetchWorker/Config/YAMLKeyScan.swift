@@ -10,8 +10,8 @@ import Yams
 /// cannot exhaust the stack.
 enum YAMLKeyScan {
     /// The first key given twice, dotted (`worker.concurrency`), or nil.
-    static func firstDuplicate(in data: Data) -> String? {
-        guard let root = try? Yams.Parser(yaml: data).singleRoot()?.mapping else { return nil }
+    static func firstDuplicate(in document: Node) -> String? {
+        guard let root = document.mapping else { return nil }
         var paths = Set<String>()
         var pending: [(prefix: String, mapping: Node.Mapping)] = [("", root)]
         while let (prefix, mapping) = pending.popLast() {

@@ -37,11 +37,11 @@ package enum TracingSetup {
         } else {
             return nil
         }
-        // The base is checked as given: `http://` plus `/v1/traces` would read as host `v1`.
+        // Checked as given: `http://` plus `/v1/traces` would read as host `v1`.
         let endpointName =
             value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != nil
             ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT"
-        if let problem = endpointProblem(value(endpointName) ?? endpoint) ?? endpointProblem(endpoint) {
+        if let problem = endpointProblem(value(endpointName) ?? endpoint) {
             throw invalid(endpointName, problem)
         }
         var exporter = OTLPExporter.Configuration(endpoint: endpoint)
@@ -178,15 +178,8 @@ package enum TracingSetup {
         if let port = components.port, !(1...65535).contains(port) {
             return "has a port outside 1-65535"
         }
-        // An `@` after the host is a password's unencoded `/`, `?` or `#`: the host read is then a
-        // piece of the password, which the "tracing on" line would show.
-        let rest =
-            components.percentEncodedPath + (components.percentEncodedQuery ?? "")
-            + (components.percentEncodedFragment ?? "")
-        guard !rest.contains("@") else {
-            return "has an @ after its host: percent-encode / ? # in the password (%2F %3F %23)"
-        }
-        return nil
+        // The "tracing on" line logs the host.
+        return URLPolicy.atAfterHostProblem(components)
     }
 
     /// The host of a URL, for logs: the URL itself may carry credentials, and a token in its query
